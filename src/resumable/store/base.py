@@ -1,0 +1,231 @@
+"""The contract every checkpoint store keeps.
+
+A store persists opaque, already-sealed record bytes (see ``records.py``), content-
+addressed blobs, snapshots and a little metadata per run. It never interprets a
+record: MACs, codecs, pickles and encryption are the caller's business, so a store
+is small and the same contract test suite runs against every backend.
+
+Ownership: a run is written by one owner at a time, under a :class:`Lease` whose
+``epoch`` grows by one at every acquisition. ``append`` and ``put_snapshot`` refuse
+a lease whose epoch is not the run's current one (:class:`FencedError`), so an
+owner that lost its lease (paused, partitioned, killed and restarted elsewhere)
+cannot write after another took over.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Literal, Protocol, Self, runtime_checkable
+
+RunStatus = Literal["pending", "running", "waiting", "completed", "failed"]
+"""Stored status. ``crashed`` is never stored: it is ``running`` with no live owner."""
+
+STATUSES: tuple[str, ...] = ("pending", "running", "waiting", "completed", "failed")
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRecord:
+    """One record as the store sees it: its position, the writer's epoch, sealed bytes."""
+
+    seq: int
+    epoch: int
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    """Records in seq order, and what was skipped at the end, if anything.
+
+    ``problem`` is a one-line description of a torn or corrupted tail (e.g. a write
+    cut short by a crash); the records before it are returned intact.
+    """
+
+    records: list[StoredRecord]
+    problem: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunMeta:
+    """What the store knows about a run besides its log.
+
+    ``extra`` is free-form JSON-able data owned by the runtime (program source
+    digest, config summary, waiting question...). Stores keep it verbatim.
+    """
+
+    run_id: str
+    program: str
+    kind: str = "script"
+    status: RunStatus = "pending"
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    epoch: int = 0
+    owner: str | None = None
+    parent: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "program": self.program,
+            "kind": self.kind,
+            "status": self.status,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "epoch": self.epoch,
+            "owner": self.owner,
+            "parent": self.parent,
+            "extra": self.extra,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunMeta:
+        return cls(
+            run_id=str(data["run_id"]),
+            program=str(data["program"]),
+            kind=str(data.get("kind", "script")),
+            status=data.get("status", "pending"),
+            created_at=float(data.get("created_at", 0.0)),
+            updated_at=float(data.get("updated_at", 0.0)),
+            epoch=int(data.get("epoch", 0)),
+            owner=data.get("owner"),
+            parent=data.get("parent"),
+            extra=dict(data.get("extra") or {}),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    """A run as listed: its metadata, how far its log goes, and whether an owner is alive."""
+
+    meta: RunMeta
+    last_seq: int
+    last_write: float | None
+    live: bool
+
+    @property
+    def status(self) -> str:
+        if self.meta.status == "running" and not self.live:
+            return "crashed"
+        return self.meta.status
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """The right to write a run, until ``expires_at`` (None: held by an OS lock)."""
+
+    run_id: str
+    epoch: int
+    owner: str
+    expires_at: float | None = None
+
+
+@runtime_checkable
+class CheckpointStore(Protocol):
+    """Durable storage for runs. Every method is safe to call concurrently.
+
+    Stores are async context managers; ``url`` names the store in messages.
+    """
+
+    url: str
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+    async def mac_key(self) -> bytes:
+        """The store's record-authentication key, created at random on first use."""
+        ...
+
+    # -- runs -----------------------------------------------------------------
+    async def create_run(self, meta: RunMeta) -> None:
+        """Create an empty run; ``UsageError`` if the id exists."""
+        ...
+
+    async def get_meta(self, run_id: str) -> RunMeta:
+        """The run's metadata; ``RunNotFoundError`` if there is no such run."""
+        ...
+
+    async def put_meta(self, meta: RunMeta) -> None:
+        """Replace the run's metadata atomically (all or nothing)."""
+        ...
+
+    async def list_runs(self) -> list[RunSummary]:
+        """Every run, newest first."""
+        ...
+
+    async def delete_run(self, run_id: str) -> None:
+        """Remove the run and everything it owns; ``RunNotFoundError`` if absent."""
+        ...
+
+    # -- the log --------------------------------------------------------------
+    async def append(self, run_id: str, records: Sequence[StoredRecord], lease: Lease) -> None:
+        """Append records (strictly increasing seqs) durably, all or nothing.
+
+        Durable means: survives the writing process being killed (``sync="flush"``)
+        or a power loss (``sync="fsync"``), as the store was opened. Raises
+        ``FencedError`` if ``lease.epoch`` is not the run's current epoch.
+        """
+        ...
+
+    async def read(self, run_id: str, after_seq: int = 0) -> ReadResult:
+        """Records with ``seq > after_seq`` in order, stopping at a torn/corrupt tail."""
+        ...
+
+    # -- blobs: content-addressed, per run, written once ------------------------
+    async def put_blob(self, run_id: str, digest: str, data: bytes) -> None:
+        """Store ``data`` under ``digest`` (a no-op if already there)."""
+        ...
+
+    async def get_blob(self, run_id: str, digest: str) -> bytes:
+        """The blob; ``StoreError`` naming the digest if it is missing."""
+        ...
+
+    async def has_blob(self, run_id: str, digest: str) -> bool: ...
+
+    # -- snapshots --------------------------------------------------------------
+    async def put_snapshot(self, run_id: str, seq: int, data: bytes, lease: Lease) -> None:
+        """Store the folded state as of record ``seq`` (fenced like ``append``)."""
+        ...
+
+    async def get_snapshot(
+        self, run_id: str, at_or_before: int | None = None
+    ) -> tuple[int, bytes] | None:
+        """The newest snapshot with ``seq <= at_or_before`` (any, if None)."""
+        ...
+
+    async def prune(self, run_id: str, keep: int) -> int:
+        """Keep the newest ``keep`` snapshots; drop older ones and the records they cover.
+
+        Returns the number of records dropped. Records after the oldest kept
+        snapshot are never dropped.
+        """
+        ...
+
+    # -- ownership ------------------------------------------------------------
+    async def acquire(self, run_id: str, owner: str, ttl: float = 30.0) -> Lease:
+        """Own the run under a new epoch; ``RunBusyError`` if a live owner holds it."""
+        ...
+
+    async def renew(self, lease: Lease, ttl: float = 30.0) -> Lease:
+        """Extend the lease; ``FencedError`` if it was lost to another owner."""
+        ...
+
+    async def release(self, lease: Lease) -> None:
+        """Give the run up (idempotent)."""
+        ...
+
+
+def check_seqs(records: Sequence[StoredRecord], after: int) -> None:
+    """Refuse a batch whose seqs do not strictly increase from ``after``."""
+    last = after
+    for record in records:
+        if record.seq <= last:
+            raise ValueError(f"record seq {record.seq} does not follow seq {last}")
+        last = record.seq
