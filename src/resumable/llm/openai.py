@@ -1,0 +1,478 @@
+"""Client for any OpenAI-compatible chat-completions endpoint, streamed over SSE.
+
+Works with OpenAI, Ollama, vLLM and llama.cpp. Failures before the response
+started (429, 5xx, connect errors, timeouts) are retried with capped exponential
+backoff and jitter, honouring ``Retry-After``. A stream cut off mid-response is
+not requested again from the start: the text received so far is sent back as an
+assistant turn with a request to continue, and only new text is yielded. The same
+mechanism continues a response that a crash interrupted (``LLMRequest.prefix``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import email.utils
+import ipaddress
+import json
+import random
+import re
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+
+from resumable.errors import ConfigError, LLMError
+from resumable.llm.base import LLMRequest, Message, Usage, continuation_messages
+
+REPEAT_CHECK_MIN = 32
+"""Prefixes at least this long are dropped when a continuation starts by repeating them."""
+
+
+@dataclass(frozen=True, slots=True)
+class SSEEvent:
+    """One dispatched Server-Sent Event; ``offset``/``line`` locate its first field."""
+
+    event: str
+    data: str
+    offset: int
+    line: int
+
+
+class SSEFormatError(Exception):
+    """Bytes that are not a valid event stream, with their position."""
+
+    def __init__(self, problem: str, offset: int, line: int) -> None:
+        super().__init__(f"{problem} at byte {offset} (line {line})")
+        self.problem = problem
+        self.offset = offset
+        self.line = line
+
+
+class SSEDecoder:
+    """Incremental ``text/event-stream`` parser (WHATWG rules): bytes in, events out.
+
+    Lines end with CRLF, LF or CR, also when split across reads; ``:`` lines are
+    comments; ``data`` lines of one event are joined with LF; a blank line
+    dispatches. An event not ended by a blank line when the stream ends is dropped,
+    as the spec says: a cut stream never yields half an event.
+    """
+
+    _EOL = re.compile(rb"\r\n|\r|\n")
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+        self._offset = 0
+        self._line = 1
+        self._event = ""
+        self._data: list[str] = []
+        self._start: tuple[int, int] | None = None
+
+    def feed(self, data: bytes) -> list[SSEEvent]:
+        if not self._offset and not self._buffer and data.startswith(b"\xef\xbb\xbf"):
+            data, self._offset = data[3:], 3
+        self._buffer += data
+        return self._drain(final=False)
+
+    def close(self) -> list[SSEEvent]:
+        """Events completed by the end of the stream; an undispatched one is dropped."""
+        return self._drain(final=True)
+
+    def _drain(self, *, final: bool) -> list[SSEEvent]:
+        events: list[SSEEvent] = []
+        position = 0
+        while match := self._EOL.search(self._buffer, position):
+            if match.group() == b"\r" and match.end() == len(self._buffer) and not final:
+                break  # maybe the first half of a CRLF
+            self._take(
+                bytes(self._buffer[position : match.start()]), self._offset + position, events
+            )
+            self._line += 1
+            position = match.end()
+        del self._buffer[:position]
+        self._offset += position
+        return events
+
+    def _take(self, raw: bytes, offset: int, events: list[SSEEvent]) -> None:
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise SSEFormatError(
+                f"invalid UTF-8 ({exc.reason})", offset + exc.start, self._line
+            ) from None
+        if not line:
+            if self._data and self._start is not None:
+                events.append(SSEEvent(self._event, "\n".join(self._data), *self._start))
+            self._event, self._data, self._start = "", [], None
+            return
+        if line.startswith(":"):
+            return
+        name, _, value = line.partition(":")
+        value = value.removeprefix(" ")
+        if self._start is None:
+            self._start = (offset, self._line)
+        if name == "data":
+            self._data.append(value)
+        elif name == "event":
+            self._event = value
+
+
+class _Retry(Exception):
+    """A failure worth another request: a busy server, a network fault, a cut stream."""
+
+    def __init__(self, reason: str, *, status: int | None = None, retry_after: float | None = None):
+        super().__init__(reason)
+        self.reason = reason
+        self.status = status
+        self.retry_after = retry_after
+
+
+class OpenAIProvider:
+    """Streams chat completions; one ``stream`` call may make several HTTP requests."""
+
+    name = "openai"
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        model: str,
+        api_key: str | None,
+        api_key_env: str = "OPENAI_API_KEY",
+        timeout_seconds: float = 60.0,
+        max_retries: int = 3,
+        temperature: float = 0.0,
+        backoff_seconds: float = 0.5,
+        max_backoff_seconds: float = 30.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.model = model
+        self.api_key_env = api_key_env
+        self.timeout_seconds = timeout_seconds
+        self.max_retries = max_retries
+        self.temperature = temperature
+        self.backoff_seconds = backoff_seconds
+        self.max_backoff_seconds = max_backoff_seconds
+        self._headers = {"Accept": "text/event-stream"}
+        if api_key:
+            self._headers["Authorization"] = f"Bearer {api_key}"
+        self._transport = transport
+        self._client: httpx.AsyncClient | None = None
+        self._jitter = random.Random()
+        self._usage: Usage | None = None
+
+    @classmethod
+    def from_env(
+        cls,
+        env: Mapping[str, str],
+        *,
+        base_url: str,
+        model: str,
+        api_key_env: str = "OPENAI_API_KEY",
+        **options: Any,
+    ) -> OpenAIProvider:
+        """Take the key from the variable named ``api_key_env``; local servers need none."""
+        url = httpx.URL(base_url)
+        if url.scheme not in ("http", "https") or not url.host:
+            raise ConfigError(
+                f"[llm] base_url {base_url!r} is not an http(s) URL: "
+                'use e.g. "https://api.openai.com/v1" or "http://127.0.0.1:11434/v1"',
+                base_url=base_url,
+            )
+        key = env.get(api_key_env) or None
+        if key is None and not is_local_url(base_url):
+            raise ConfigError(
+                f"no API key for {base_url}: set {api_key_env} or [llm] api_key_env",
+                variable=api_key_env,
+                base_url=base_url,
+            )
+        return cls(base_url=base_url, model=model, api_key=key, api_key_env=api_key_env, **options)
+
+    @property
+    def last_usage(self) -> Usage | None:
+        return self._usage
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    async def stream(self, request: LLMRequest) -> AsyncIterator[str]:
+        self._usage = None
+        tally: list[Usage] = []
+        received = [request.prefix]
+        failures = 0
+        while True:
+            so_far = "".join(received)
+            repeat = _RepeatFilter(so_far)
+            attempt = self._attempt(continuation_messages(request.messages, so_far), tally)
+            try:
+                async with contextlib.aclosing(attempt) as pieces:
+                    async for piece in pieces:
+                        fresh = repeat.feed(piece)
+                        if fresh:
+                            received.append(fresh)
+                            yield fresh
+            except _Retry as retry:
+                failures += 1
+                if failures > self.max_retries:
+                    raise LLMError(
+                        f"{retry.reason}; gave up after {failures} attempts",
+                        url=self.url,
+                        status=retry.status,
+                    ) from None
+                await asyncio.sleep(self._delay(failures, retry.retry_after))
+                continue
+            rest = repeat.flush()
+            if rest:
+                yield rest
+            self._usage = _total(tally)
+            return
+
+    async def _attempt(
+        self, messages: tuple[Message, ...], tally: list[Usage]
+    ) -> AsyncGenerator[str, None]:
+        """One HTTP request: its text pieces, or ``_Retry`` when another request may succeed."""
+        body = {
+            "model": self.model,
+            "messages": [{"role": m.role, "content": m.content} for m in messages],
+            "stream": True,
+            "temperature": self.temperature,
+            "stream_options": {"include_usage": True},
+        }
+        received = 0
+        try:
+            async with self._client_().stream(
+                "POST", self.url, json=body, headers=self._headers
+            ) as response:
+                if response.status_code != 200:
+                    await self._refuse(response)
+                decoder, finished = SSEDecoder(), False
+                chunks = response.aiter_bytes()
+                while True:
+                    data = await anext(chunks, None)
+                    for event in self._decode(decoder, data):
+                        piece, finish, done = self._read(event, tally)
+                        if done:
+                            return
+                        finished = finished or finish
+                        if piece:
+                            received += len(piece)
+                            yield piece
+                    if data is None:
+                        break
+                if not finished:
+                    raise _Retry(
+                        f"the stream from {self.url} ended before [DONE] "
+                        f"after {received} characters"
+                    )
+        except httpx.ConnectError as exc:
+            raise _Retry(f"cannot reach {self.url}: {exc or type(exc).__name__}") from None
+        except httpx.TimeoutException as exc:
+            phase = "before the response started" if not received else "mid-response"
+            raise _Retry(
+                f"{self.url} timed out {phase} ({type(exc).__name__}, "
+                f"timeout {self.timeout_seconds}s)"
+            ) from None
+        except httpx.TransportError as exc:
+            raise _Retry(
+                f"the connection to {self.url} failed after {received} characters: "
+                f"{exc or type(exc).__name__}"
+            ) from None
+
+    def _client_(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = httpx.AsyncClient(
+                timeout=httpx.Timeout(self.timeout_seconds), transport=self._transport
+            )
+        return self._client
+
+    async def _refuse(self, response: httpx.Response) -> None:
+        """Turn a non-200 answer into ``_Retry`` (busy, failing) or a final ``LLMError``."""
+        status = response.status_code
+        message = _error_message(await response.aread())
+        if status == 429 or status >= 500 or status == 408:
+            raise _Retry(
+                f"{self.url} answered {status}: {message}",
+                status=status,
+                retry_after=_retry_after(response.headers.get("Retry-After")),
+            )
+        if status in (401, 403):
+            sent = "Authorization" in self._headers
+            fix = f"check {self.api_key_env}" if sent else f"set {self.api_key_env}"
+            raise LLMError(
+                f"API key refused by {self.url} ({status}: {message}): {fix}",
+                url=self.url,
+                status=status,
+                variable=self.api_key_env,
+            )
+        if status == 404:
+            raise LLMError(
+                f"model {self.model!r} or endpoint {self.url} not found (404: {message}): "
+                "check [llm] model and [llm] base_url",
+                url=self.url,
+                status=status,
+                model=self.model,
+            )
+        raise LLMError(
+            f"{self.url} refused the request ({status}: {message})", url=self.url, status=status
+        )
+
+    def _decode(self, decoder: SSEDecoder, data: bytes | None) -> list[SSEEvent]:
+        try:
+            return decoder.close() if data is None else decoder.feed(data)
+        except SSEFormatError as exc:
+            raise self._malformed(exc.problem, exc.offset, exc.line) from None
+
+    def _read(self, event: SSEEvent, tally: list[Usage]) -> tuple[str, bool, bool]:
+        """One event -> (text piece, finish_reason seen, [DONE] seen)."""
+        data = event.data.strip()
+        if event.event == "error":
+            raise LLMError(
+                f"{self.url} sent an error event: {_error_message(data.encode())}", url=self.url
+            )
+        if event.event not in ("", "message") or not data:
+            return "", False, False
+        if data == "[DONE]":
+            return "", False, True
+        try:
+            chunk = json.loads(data)
+        except ValueError as exc:
+            raise self._malformed(f"data is not JSON ({exc})", event.offset, event.line) from None
+        if not isinstance(chunk, dict):
+            raise self._malformed("data is not a JSON object", event.offset, event.line)
+        if chunk.get("error") is not None:
+            raise LLMError(
+                f"{self.url} reported an error mid-stream: {_error_message(data.encode())}",
+                url=self.url,
+            )
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):
+            tally.append(_usage_of(usage))
+        choices = chunk.get("choices")
+        if choices is None and usage is not None:
+            return "", False, False
+        if not isinstance(choices, list):
+            raise self._malformed("event has no 'choices' list", event.offset, event.line)
+        if not choices:
+            return "", False, False
+        first = choices[0]
+        delta = first.get("delta") if isinstance(first, dict) else None
+        if not isinstance(delta, dict):
+            raise self._malformed("choices[0] has no 'delta' object", event.offset, event.line)
+        content = delta.get("content")
+        if content is not None and not isinstance(content, str):
+            raise self._malformed(
+                "choices[0].delta.content is not a string", event.offset, event.line
+            )
+        return content or "", first.get("finish_reason") is not None, False
+
+    def _malformed(self, problem: str, offset: int, line: int) -> LLMError:
+        return LLMError(
+            f"malformed event from {self.url} at byte {offset} (line {line}): {problem}",
+            url=self.url,
+            offset=offset,
+            line=line,
+        )
+
+    def _delay(self, failures: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return min(self.max_backoff_seconds, retry_after)
+        base = min(self.max_backoff_seconds, self.backoff_seconds * 2.0 ** (failures - 1))
+        return base * (0.5 + self._jitter.random() / 2)
+
+
+class _RepeatFilter:
+    """Drops a continuation's leading copy of the whole prefix, which chat models sometimes send.
+
+    Only for prefixes of ``REPEAT_CHECK_MIN`` characters or more: a short prefix
+    may legitimately recur right after itself.
+    """
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self.deciding = len(prefix) >= REPEAT_CHECK_MIN
+        self.pending = ""
+
+    def feed(self, piece: str) -> str:
+        if not self.deciding:
+            return piece
+        self.pending += piece
+        if len(self.pending) < len(self.prefix) and self.prefix.startswith(self.pending):
+            return ""
+        self.deciding = False
+        if self.pending.startswith(self.prefix):
+            return self.pending[len(self.prefix) :]
+        return self.pending
+
+    def flush(self) -> str:
+        """Text held back when the stream ended while still undecided: it was not a repeat."""
+        if not self.deciding:
+            return ""
+        self.deciding = False
+        return self.pending
+
+
+def is_local_url(url: str) -> bool:
+    """Loopback and private-network servers (Ollama, llama.cpp) usually need no API key."""
+    host = httpx.URL(url).host
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_private
+
+
+def _retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    with contextlib.suppress(ValueError):
+        return max(0.0, float(value))
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+def _error_message(body: bytes) -> str:
+    """The human part of an error body: OpenAI's ``error.message``, else the text itself."""
+    text = body.decode("utf-8", "replace").strip()
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text[:300] or "(empty body)"
+    if isinstance(data, dict):
+        error = data.get("error")
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            return str(error["message"])
+        if isinstance(error, str):
+            return error
+        if isinstance(data.get("message"), str):
+            return str(data["message"])
+    return text[:300]
+
+
+def _usage_of(data: dict[str, Any]) -> Usage:
+    prompt = data.get("prompt_tokens")
+    completion = data.get("completion_tokens")
+    return Usage(
+        prompt if isinstance(prompt, int) else None,
+        completion if isinstance(completion, int) else None,
+    )
+
+
+def _total(tally: list[Usage]) -> Usage | None:
+    """Usage summed over every request one ``stream`` call made (each was billed)."""
+    if not tally:
+        return None
+    prompts = [u.prompt_tokens for u in tally if u.prompt_tokens is not None]
+    completions = [u.completion_tokens for u in tally if u.completion_tokens is not None]
+    return Usage(sum(prompts) if prompts else None, sum(completions) if completions else None)
