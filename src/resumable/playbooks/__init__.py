@@ -1,0 +1,1 @@
+"""Playbooks: the .pb program format, the agent loop, frames and primitives."""
