@@ -135,9 +135,11 @@ class RecordCodec:
         codec = CODEC_PLAIN
         body: Any = record.body
         if self._packs_body:
-            codec, body = self._pack_value(
+            codec, packed = self._pack_value(
                 self._packer.pack(body), _record_aad(record.run_id, record.seq)
             )
+            if codec != CODEC_PLAIN:  # else too small to compress: stays inline
+                body = packed
         payload = self._packer.pack(
             {
                 "v": SCHEMA_VERSION,
