@@ -547,6 +547,52 @@ PROGRAMS = [
         counted=False,
     ),
     Program(
+        "multi-line async with on a plain object",
+        """
+        async with (
+            Manager("fine"),
+            object(),
+        ):
+            pass
+        """,
+    ),
+    Program(
+        "multi-line async comprehension over a list",
+        """
+        r = [
+            x
+            async for x in
+                [1, 2]
+        ]
+        """,
+    ),
+    Program(
+        "async comprehensions over displays",
+        """
+        errors = []
+        try:
+            r = [x async for x in [1, 2]]
+        except TypeError as e:
+            errors.append(str(e))
+        try:
+            r = {x async for x in {1, 2}}
+        except TypeError as e:
+            errors.append(str(e))
+        try:
+            r = [x async for x in {1, len("ab")}]
+        except TypeError as e:
+            errors.append(str(e))
+        try:
+            r = [x async for x in [*"ab"]]
+        except TypeError as e:
+            errors.append(str(e))
+        try:
+            r = [(x, y) async for x in agen(1) async for y in [x]]
+        except TypeError as e:
+            errors.append(str(e))
+        """,
+    ),
+    Program(
         "printed output",
         """
         print("start")
