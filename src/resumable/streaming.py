@@ -1,0 +1,505 @@
+"""Split a stream of Python source into complete top-level statements.
+
+Design note.
+
+Algorithm: text is consumed one physical line at a time, once the line's newline
+has arrived (a partial last line waits). A small lexer keeps the lexical state
+across lines - the stack of open brackets, the quote of a string still open, a
+backslash continuation - and jumps between the characters that can change it
+(quotes, brackets, ``#``, ``;``, backslash) with one compiled regex, so plain
+code costs no Python-level work. A line that ends outside all three completes a
+logical line; its first word decides. An indented line, or ``elif``/``else``/
+``except``/``finally``, continues the pending compound statement; ``@`` lines and
+the ``def``/``class`` they decorate form one statement; any other line at
+column 0 completes the pending compound statement (decided from the first
+characters of the line, before its newline) and starts the next one; a simple
+statement is complete with its logical line and is split at its top-level
+``;``. Blank and comment lines decide nothing. Every statement is parsed once,
+when emitted, with ``ast.parse``: that is the validity check, and the tree is
+handed on so the executor need not parse again. The header of each compound
+statement is also parsed alone, inside a tiny template, so ``if x`` without a
+colon fails when its line ends rather than when its block does. Work per chunk
+is thus proportional to the new text plus the statement being emitted.
+
+Limits: strings are lexed by the rules of Python 3.11, where an f-string is one
+token; a 3.12 f-string that nests its own quotes across lines is beyond the
+lexer. A lone ``\\r`` is not a line break here (CPython treats it as one), so two
+statements it separates arrive as one ``Statement`` whose tree has two nodes.
+``match`` is a soft keyword: its first logical line is classified by parsing it.
+A compound statement is known complete only when the next statement starts,
+which is the price of streaming it.
+
+Rejected: re-parsing the pending text at every chunk, as ``codeop`` does for a
+prompt (quadratic in a long class or function); the ``tokenize`` module (pure
+Python, many times slower than ``ast.parse``, and it raises on the incomplete
+input this splitter must wait on); parsing the whole text received so far
+(quadratic in the stream).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import warnings
+from dataclasses import dataclass, field
+
+__all__ = ["Statement", "StatementSplitter"]
+
+_FILENAME = "<stream>"
+
+
+@dataclass(frozen=True, slots=True)
+class Statement:
+    """One complete top-level statement: ``stream[start:end] == source``.
+
+    ``tree`` is the parsed body of ``source`` (line numbers start at 1 in
+    ``source``), so the executor need not parse it again; it is not compared.
+    """
+
+    source: str
+    start: int
+    end: int
+    line: int
+    col: int = 0
+    tree: list[ast.stmt] | None = field(default=None, compare=False, repr=False)
+
+
+# What is pending: nothing, a compound statement, or decorators awaiting their def/class.
+_NONE, _COMPOUND, _DECORATOR = 0, 1, 2
+
+_STARTS = frozenset({"if", "for", "while", "try", "with", "def", "class", "async"})
+_DEFINES = frozenset({"def", "class", "async"})
+# Continuation keyword -> first keywords of the compound statements it may continue.
+_FOLLOWS: dict[str, frozenset[str]] = {
+    "elif": frozenset({"if"}),
+    "else": frozenset({"if", "for", "while", "try", "async"}),
+    "except": frozenset({"try"}),
+    "finally": frozenset({"try"}),
+}
+# Header line templates: (prefix, suffixes); the header is valid if one candidate parses.
+_BLOCK = ("", (" pass\n", ""))
+_TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
+    **dict.fromkeys(("if", "for", "while", "with", "def", "class", "async"), _BLOCK),
+    "try": ("", (" pass\nfinally: pass\n", "finally: pass\n")),
+    "elif": ("if 1: pass\n", (" pass\n", "")),
+    "else": ("if 1: pass\n", (" pass\n", "")),
+    "except": ("try: pass\n", (" pass\n", "")),
+    "finally": ("try: pass\n", (" pass\n", "")),
+    "@": ("", ("def _(): pass\n",)),
+    "match": ("", (" case _:\n  pass\n",)),
+}
+
+_HEAD = re.compile(r"([ \t\f]*)(\w*)")
+_WORD = re.compile(r"\w*")
+_SKIP = re.compile(r"[ \t\f;]*")
+_SPACE = re.compile(r"(?:[ \t\f]|\\\r?\n)*")
+_TRAILING_SPACE = re.compile(r"(?:[ \t\f]|\\\r?\n)*\Z")
+_NOTHING = re.compile(r"[ \t\f]*(?:#[^\n]*)?(?:\r?\n)?\Z")
+_LINE_REF = re.compile(r"\b(on line|at line) (\d+)")
+_TOKEN = re.compile(r"'''|\"\"\"|['\"#()\[\]{};\\]")
+# String bodies up to (not including) the closing quote, or to the end of the text.
+_BODY = {
+    "'": re.compile(r"[^'\\\n]*(?:\\(?:\r\n|[\s\S])[^'\\\n]*)*"),
+    '"': re.compile(r'[^"\\\n]*(?:\\(?:\r\n|[\s\S])[^"\\\n]*)*'),
+    "'''": re.compile(r"[^'\\]*(?:(?:\\[\s\S]|'(?!''))[^'\\]*)*"),
+    '"""': re.compile(r'[^"\\]*(?:(?:\\[\s\S]|"(?!""))[^"\\]*)*'),
+}
+_OPEN, _CLOSE, _QUOTE, _COMMENT, _SEMI, _BACKSLASH = range(6)
+_KIND = {
+    **dict.fromkeys("([{", _OPEN),
+    **dict.fromkeys(")]}", _CLOSE),
+    **dict.fromkeys(("'", '"', "'''", '"""'), _QUOTE),
+    "#": _COMMENT,
+    ";": _SEMI,
+    "\\": _BACKSLASH,
+}
+_PAIR = {")": "(", "]": "[", "}": "{"}
+
+
+class StatementSplitter:
+    """Chunks of source in, complete top-level statements out, in stream order.
+
+    The text fed starts at character ``offset``, line ``line`` (column ``col``)
+    of the whole stream: the start of a statement, or what follows a completed
+    statement on the same line (``"; b = 2"``), whose leading blanks and ``;``
+    are skipped when resuming (``offset`` or ``col`` not 0).
+    """
+
+    def __init__(self, offset: int = 0, line: int = 1, *, col: int = 0) -> None:
+        self._pos = offset  # stream offset of the next physical line to scan
+        self._line = line  # its line number
+        self._col0 = col  # its starting column (non-zero only when resuming mid-line)
+        self._skip = offset > 0 or col > 0
+        self._partial: list[str] = []  # the physical line still missing its newline
+        self._error: SyntaxError | None = None
+        # The pending statement (compound or decorators) and comment lines after it.
+        self._kind = _NONE
+        self._head = ""
+        self._parts: list[str] = []
+        self._gap: list[str] = []
+        self._start = self._sline = self._scol = 0
+        self._probe = False  # decide from a partial line whether it ends the compound
+        # The logical line being scanned.
+        self._lparts: list[str] | None = None
+        self._lstart = self._lline = self._lcol = self._lcut = 0
+        self._lword = ""
+        self._lindent = False
+        self._semis: list[int] = []
+        self._stack: list[str] = []
+        self._quote: str | None = None
+        self._qline = self._qcol = 0
+
+    @property
+    def pending(self) -> str:
+        """Text received that may still become part of a statement (for diagnostics)."""
+        parts = [*self._parts, *self._gap] if self._kind else []
+        if self._lparts is not None:
+            text = "".join(self._lparts)
+            parts.append(text if self._lindent else text[self._lcut :])
+        parts.extend(self._partial)
+        return "".join(parts)
+
+    def feed(self, chunk: str) -> list[Statement]:
+        """Take the next chunk; return the statements it completes.
+
+        Raises ``SyntaxError`` (stream line and column) once the pending text is
+        certainly invalid. Statements completed before the error in the same
+        chunk are returned first, and the error is raised by the next call.
+        """
+        if self._error is not None:
+            raise self._error
+        newline = chunk.rfind("\n")
+        if newline < 0 and not self._probe:
+            self._partial.append(chunk)
+            return []
+        out: list[Statement] = []
+        try:
+            if newline < 0:
+                self._partial.append(chunk)
+            else:
+                self._partial.append(chunk[: newline + 1])
+                text = "".join(self._partial)
+                rest = chunk[newline + 1 :]
+                self._partial = [rest] if rest else []
+                self._scan(text, out)
+            if self._probe and self._partial:
+                self._probe_partial(out)
+        except SyntaxError as exc:
+            self._error = exc
+            if not out:
+                raise
+        return out
+
+    def close(self) -> list[Statement]:
+        """End of stream: return what is left; raise ``SyntaxError`` if it is not valid."""
+        if self._error is not None:
+            raise self._error
+        out: list[Statement] = []
+        try:
+            if self._partial:
+                text = "".join(self._partial)
+                self._partial = []
+                self._physical(text, out)
+            if self._lparts is not None:
+                self._logical(out)  # unclosed bracket or string: the parse says what is wrong
+            self._finish(out)
+        except SyntaxError as exc:
+            self._error = exc
+            raise
+        return out
+
+    # -- lines ----------------------------------------------------------------
+    def _scan(self, text: str, out: list[Statement]) -> None:
+        start = 0
+        while True:
+            end = text.find("\n", start) + 1
+            if not end:
+                return
+            self._physical(text[start:end], out)
+            start = end
+
+    def _physical(self, line: str, out: list[Statement]) -> None:
+        """Scan one physical line (with its newline, except at the end of the stream)."""
+        if self._lparts is None:
+            if self._skip:
+                self._skip = False
+                cut = _SKIP.match(line).end()  # type: ignore[union-attr]
+                match = _WORD.match(line, cut)
+                word = match.group()  # type: ignore[union-attr]
+                indent = False
+            else:
+                match = _HEAD.match(line)
+                cut = match.end(1)  # type: ignore[union-attr]
+                word = match.group(2)  # type: ignore[union-attr]
+                indent = cut > 0 and bool(line[:cut].rpartition("\f")[2])
+            first = line[cut : cut + 1]
+            if not word and (first in ("", "\n", "#") or line.startswith("\r\n", cut)):
+                if self._kind:
+                    self._gap.append(line)
+                self._advance(line)
+                return
+            self._enter(line, cut, word or first, indent, out)
+            pos = match.end()  # type: ignore[union-attr]
+        else:
+            self._lparts.append(line)
+            pos = 0
+        if self._lex(line, pos):
+            self._logical(out)
+        self._advance(line)
+
+    def _advance(self, line: str) -> None:
+        self._pos += len(line)
+        self._line += 1
+        self._col0 = 0
+        self._probe = self._kind == _COMPOUND and self._lparts is None
+
+    def _enter(self, line: str, cut: int, word: str, indent: bool, out: list[Statement]) -> None:
+        """A logical line starts: reject what cannot follow, complete what it ends."""
+        col = self._col0 + cut
+        if indent:
+            if self._kind != _COMPOUND:
+                raise _error(IndentationError, "unexpected indent", self._line, col, line)
+        elif word in _FOLLOWS:
+            if self._kind != _COMPOUND or self._head not in _FOLLOWS[word]:
+                raise _error(SyntaxError, "invalid syntax", self._line, col, line)
+        elif self._kind == _DECORATOR:
+            if word != "@" and word not in _DEFINES:
+                raise _error(SyntaxError, "invalid syntax", self._line, col, line)
+        elif self._kind == _COMPOUND:
+            self._finish(out)
+        self._lparts = [line]
+        self._lcut = cut
+        self._lstart = self._pos + cut
+        self._lline = self._line
+        self._lcol = col
+        self._lword = word
+        self._lindent = indent
+        self._semis = []
+
+    def _probe_partial(self, out: list[Statement]) -> None:
+        """Complete the pending compound as soon as the next line is known to start a statement."""
+        decided = _starts_statement("".join(self._partial))
+        if decided is not None:
+            self._probe = False
+            if decided:
+                self._finish(out)
+
+    # -- lexing ---------------------------------------------------------------
+    def _lex(self, line: str, pos: int) -> bool:
+        """Advance the lexical state over ``line``; True when a logical line ends with it."""
+        quote = self._quote
+        if quote is not None:
+            end = _BODY[quote].match(line).end()  # type: ignore[union-attr]
+            if not line.startswith(quote, end):
+                if len(quote) == 3 or (end == len(line) and line.endswith("\n")):
+                    return False
+                raise self._unterminated()
+            self._quote = None
+            pos = end + len(quote)
+        stack = self._stack
+        search = _TOKEN.search
+        while match := search(line, pos):
+            token = match.group()
+            pos = match.end()
+            kind = _KIND[token]
+            if kind == _OPEN:
+                stack.append(token)
+            elif kind == _CLOSE:
+                if not stack:
+                    raise _error(SyntaxError, f"unmatched '{token}'", self._line, pos - 1, line)
+                opener = stack.pop()
+                if opener != _PAIR[token]:
+                    message = f"closing parenthesis '{token}' does not match opening parenthesis '{opener}'"
+                    raise _error(SyntaxError, message, self._line, pos - 1, line)
+            elif kind == _QUOTE:
+                end = _BODY[token].match(line, pos).end()  # type: ignore[union-attr]
+                if line.startswith(token, end):
+                    pos = end + len(token)
+                    continue
+                self._quote = token
+                self._qline = self._line
+                self._qcol = self._col0 + pos - len(token)
+                if len(token) == 3 or (end == len(line) and line.endswith("\n")):
+                    return False
+                raise self._unterminated()
+            elif kind == _COMMENT:
+                break
+            elif kind == _SEMI:
+                if not stack:
+                    self._semis.append(self._pos + pos - 1)
+            else:
+                if line[pos:] in ("\n", "\r\n", ""):
+                    return False
+                message = "unexpected character after line continuation character"
+                raise _error(SyntaxError, message, self._line, pos - 1, line)
+        return not stack
+
+    def _unterminated(self) -> SyntaxError:
+        message = f"unterminated string literal (detected at line {self._line})"
+        return _error(SyntaxError, message, self._qline, self._qcol, None)
+
+    # -- statements -----------------------------------------------------------
+    def _logical(self, out: list[Statement]) -> None:
+        """A logical line is complete: add it to the pending statement or emit it."""
+        parts = self._lparts
+        assert parts is not None
+        self._lparts = None
+        text = parts[0] if len(parts) == 1 else "".join(parts)
+        if self._lindent:
+            self._extend(text)
+            return
+        if self._lcut:
+            text = text[self._lcut :]
+        word = self._lword
+        if word in _FOLLOWS:
+            self._check_header(text, word)
+            self._extend(text)
+        elif word == "@" or (word in _DEFINES and self._kind == _DECORATOR):
+            self._check_header(text, word)
+            if self._kind == _DECORATOR:
+                self._extend(text)
+                if word != "@":
+                    self._kind = _COMPOUND
+                    self._head = word
+            else:
+                self._begin(text, _DECORATOR, word)
+        elif word in _STARTS or (word == "match" and _try_parse(text) is not None):
+            self._check_header(text, word)
+            self._begin(text, _COMPOUND, word)
+        else:
+            self._emit_simple(text, out)
+
+    def _begin(self, text: str, kind: int, head: str) -> None:
+        self._kind = kind
+        self._head = head
+        self._parts = [text]
+        self._gap = []
+        self._start = self._lstart
+        self._sline = self._lline
+        self._scol = self._lcol
+
+    def _extend(self, text: str) -> None:
+        if self._gap:
+            self._parts.extend(self._gap)
+            self._gap = []
+        self._parts.append(text)
+
+    def _finish(self, out: list[Statement]) -> None:
+        """The pending compound statement is complete: parse and emit it."""
+        if not self._kind:
+            return
+        source = "".join(self._parts)
+        tree = _parse(source, self._sline, self._scol)
+        out.append(
+            Statement(source, self._start, self._start + len(source), self._sline, self._scol, tree)
+        )
+        self._kind = _NONE
+        self._parts = []
+        self._gap = []
+        self._probe = False
+
+    def _emit_simple(self, text: str, out: list[Statement]) -> None:
+        """Emit a simple logical line, one statement per top-level ``;``."""
+        start, line, col = self._lstart, self._lline, self._lcol
+        if not self._semis:
+            tree = _parse(text, line, col)
+            out.append(Statement(text, start, start + len(text), line, col, tree))
+            return
+        _parse(text, line, col)  # the whole line first: Python's own message for `a; if x: b`
+        begin = 0
+        for semi in [*self._semis, start + len(text)]:
+            stop = semi - start
+            piece = text[begin:stop]
+            if stop < len(text):
+                piece = piece[: _TRAILING_SPACE.search(piece).start()]  # type: ignore[union-attr]
+            elif _NOTHING.match(piece):
+                break
+            if piece:
+                before = text.rfind("\n", 0, begin)
+                at_line = line + text.count("\n", 0, begin)
+                at_col = col + begin if before < 0 else begin - before - 1
+                tree = _parse(piece, at_line, at_col)
+                out.append(
+                    Statement(
+                        piece, start + begin, start + begin + len(piece), at_line, at_col, tree
+                    )
+                )
+            begin = _SPACE.match(text, stop + 1).end()  # type: ignore[union-attr]
+
+    def _check_header(self, text: str, word: str) -> None:
+        """Fail on a bad compound header now, not when its whole block has arrived."""
+        prefix, suffixes = _TEMPLATES[word]
+        body = text if text.endswith("\n") else text + "\n"
+        errors = []
+        for suffix in suffixes:
+            if (error := _try_parse(prefix + body + suffix)) is None:
+                return
+            errors.append(error)
+        skipped = prefix.count("\n")
+        inside = range(skipped + 1, skipped + body.count("\n") + 1)
+        error = next((e for e in errors if e.lineno in inside), errors[0])
+        if error.lineno not in inside:  # reported in the template: point at the header
+            error.lineno, error.offset, error.end_lineno, error.end_offset = (
+                skipped + 1,
+                1,
+                None,
+                None,
+            )
+        raise _relocate(error, self._lline - skipped, self._lcol, skipped)
+
+
+def _starts_statement(text: str) -> bool | None:
+    """Does this start of a line begin a new top-level statement? None: not known yet."""
+    word = _WORD.match(text).end()  # type: ignore[union-attr]
+    if word == 0:
+        return text[:1] not in ("", " ", "\t", "\f", "\r", "#", "\\")
+    if word == len(text):
+        return not any(keyword.startswith(text) for keyword in _FOLLOWS)
+    return text[:word] not in _FOLLOWS
+
+
+def _error(
+    kind: type[SyntaxError], message: str, line: int, col: int, text: str | None
+) -> SyntaxError:
+    return kind(message, (_FILENAME, line, col + 1, text, line, col + 2))
+
+
+def _parse(source: str, line: int, col: int) -> list[ast.stmt]:
+    """Parse a statement; a failure is re-raised with its place in the whole stream."""
+    try:
+        return ast.parse(source, _FILENAME).body
+    except SyntaxError as exc:
+        raise _relocate(exc, line, col, 0) from None
+    except ValueError as exc:  # null bytes, before 3.12
+        raise _error(SyntaxError, str(exc), line, col, None) from None
+
+
+def _try_parse(source: str) -> SyntaxError | None:
+    """Parse a probe without its warnings (the real parse of the statement reports them)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            ast.parse(source, _FILENAME)
+        except SyntaxError as exc:
+            return exc
+        except ValueError as exc:
+            return SyntaxError(str(exc), (_FILENAME, 1, 1, None, 1, 2))
+    return None
+
+
+def _relocate(exc: SyntaxError, line: int, col: int, skipped: int) -> SyntaxError:
+    """The same error, with lines and columns of the whole stream instead of the piece parsed."""
+    first = skipped + 1  # the piece's first line inside what was parsed
+
+    def move(lineno: int | None, offset: int | None) -> tuple[int | None, int | None]:
+        if lineno is None:
+            return None, offset
+        if lineno == first and offset is not None and offset > 0:
+            offset += col
+        return lineno + line - 1, offset
+
+    lineno, offset = move(exc.lineno or first, exc.offset)
+    end_lineno, end_offset = move(exc.end_lineno, exc.end_offset)
+    message = _LINE_REF.sub(lambda m: f"{m.group(1)} {int(m.group(2)) + line - 1}", exc.msg)
+    moved = type(exc)(message, (_FILENAME, lineno, offset, exc.text, end_lineno, end_offset))
+    return moved
