@@ -22,7 +22,7 @@ later ones get a ``#n`` suffix in traversal order, so sites stay unique and stab
 from __future__ import annotations
 
 import ast
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from resumable.hooks import ENTER, HOOK_NAME, NEXT
 
@@ -88,7 +88,8 @@ class _AwaitRouter(ast.NodeTransformer):
         self.generic_visit(node)
         for generator, site in zip(node.generators, sites, strict=True):
             if generator.is_async:
-                generator.iter = _hook_call("aiter", site, generator.iter, node)
+                iterable = _folded_literal(generator.iter)
+                generator.iter = _hook_call("aiter", site, iterable, node)
         return node
 
     def _site(self, node: ast.AST, derived: str) -> str:
@@ -100,6 +101,21 @@ class _AwaitRouter(ast.NodeTransformer):
             site = f"{base}#{n}"
         self._taken.add(site + derived)
         return site
+
+
+def _folded_literal(iterable: ast.expr) -> ast.expr:
+    """The iterable as CPython's optimizer leaves it in a comprehension: a list display becomes
+    a tuple, a set of constants a frozenset. Wrapped in a call it would not be folded, and
+    ``[x async for x in [1, 2]]`` would name another type in its ``TypeError``."""
+    elements = getattr(iterable, "elts", [])
+    if isinstance(iterable, ast.List) and not any(isinstance(e, ast.Starred) for e in elements):
+        folded: ast.expr = ast.Tuple(elts=elements, ctx=ast.Load())
+    elif isinstance(iterable, ast.Set) and all(isinstance(e, ast.Constant) for e in elements):
+        values: Any = frozenset(e.value for e in elements)
+        folded = ast.Constant(value=values)
+    else:
+        return iterable
+    return ast.copy_location(folded, iterable)
 
 
 def _hook_call(
