@@ -1,0 +1,628 @@
+"""SQLiteStore: every run in one SQLite file, for one machine and no server.
+
+Design note. One connection, owned by one dedicated thread: every call is a job on
+that thread, so the event loop never blocks on disk and the connection is never
+shared between threads. The file is in WAL mode; ``sync`` sets ``PRAGMA
+synchronous`` (``fsync`` -> FULL: the WAL is fsynced at every commit, a commit
+survives a power loss; ``flush`` -> NORMAL: the WAL is fsynced only at checkpoints,
+a commit survives the process being killed but the last commits may roll back on a
+power loss - never a corrupt file). Appends waiting at the same moment share one
+transaction, so many runs pay for one fsync (group commit).
+
+Ownership is a lease row (epoch, owner, expiry) checked inside the write
+transaction, plus an in-process check: a run this store holds counts as owned even
+once its expiry passed, because this process is plainly alive. Several processes
+may open the same file; SQLite serialises their writes (``BEGIN IMMEDIATE`` waits
+up to ``busy_timeout`` seconds for the write lock).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import json
+import os
+import secrets
+import sqlite3
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self, TypeVar
+from urllib.parse import unquote, urlsplit
+
+from resumable.errors import (
+    ConfigError,
+    FencedError,
+    ResumableError,
+    RunBusyError,
+    RunNotFoundError,
+    SchemaVersionError,
+    StoreError,
+    StoreUnavailableError,
+    UsageError,
+)
+from resumable.store.base import (
+    STATUSES,
+    Lease,
+    ReadResult,
+    RunMeta,
+    RunSummary,
+    StoredRecord,
+    check_seqs,
+)
+
+SCHEMA_VERSION = 1
+SYNC_PRAGMAS = {"fsync": "FULL", "flush": "NORMAL"}
+
+_T = TypeVar("_T")
+
+_SCHEMA = """
+CREATE TABLE settings (name TEXT PRIMARY KEY, value BLOB NOT NULL);
+CREATE TABLE runs (
+    run_id TEXT PRIMARY KEY,
+    meta TEXT NOT NULL,
+    status TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    epoch INTEGER NOT NULL DEFAULT 0,
+    owner TEXT,
+    lease_expires_at REAL,
+    last_seq INTEGER NOT NULL DEFAULT 0,
+    last_write REAL
+);
+CREATE TABLE records (
+    run_id TEXT NOT NULL REFERENCES runs ON DELETE CASCADE,
+    seq INTEGER NOT NULL,
+    epoch INTEGER NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (run_id, seq)
+) WITHOUT ROWID;
+CREATE TABLE blobs (
+    run_id TEXT NOT NULL REFERENCES runs ON DELETE CASCADE,
+    digest TEXT NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (run_id, digest)
+);
+CREATE TABLE snapshots (
+    run_id TEXT NOT NULL REFERENCES runs ON DELETE CASCADE,
+    seq INTEGER NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (run_id, seq)
+);
+"""
+
+_RUN_COLUMNS = (
+    "run_id, meta, status, created_at, updated_at, epoch, owner, lease_expires_at, "
+    "last_seq, last_write"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Append:
+    """One append waiting for the next group commit."""
+
+    run_id: str
+    records: Sequence[StoredRecord]
+    lease: Lease
+    done: asyncio.Future[None]
+
+
+class SQLiteStore:
+    """Runs in one SQLite file (WAL), written from one dedicated thread."""
+
+    def __init__(
+        self, path: str | os.PathLike[str], *, sync: str = "fsync", busy_timeout: float = 30.0
+    ) -> None:
+        if sync not in SYNC_PRAGMAS:
+            raise ConfigError(
+                f"unknown sync mode {sync!r} for the SQLite store; use 'fsync' or 'flush'",
+                key="durability.sync",
+                value=sync,
+            )
+        self.path = Path(path).expanduser().absolute()
+        self.url = f"sqlite://{self.path}"
+        self.sync = sync
+        self.busy_timeout = busy_timeout
+        self._conn: sqlite3.Connection | None = None
+        self._executor: ThreadPoolExecutor | None = None
+        self._queue: asyncio.Queue[_Append | None] = asyncio.Queue()
+        self._writer: asyncio.Task[None] | None = None
+        self._held: dict[str, int] = {}
+        self._mac_key: bytes | None = None
+
+    @classmethod
+    def from_url(cls, url: str, *, sync: str = "fsync", **options: Any) -> Self:
+        """``sqlite:///abs/path.db``, ``sqlite:relative.db`` or a plain path."""
+        if url.startswith("sqlite:"):
+            parts = urlsplit(url)
+            path = unquote(parts.netloc + parts.path)
+            if path.startswith("//"):
+                path = path[1:]
+        else:
+            path = url
+        if not path:
+            raise ConfigError(f"SQLite store URL {url!r} names no file", key="durability.url")
+        return cls(path, sync=sync, **options)
+
+    # -- lifecycle ------------------------------------------------------------
+    async def __aenter__(self) -> Self:
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="resumable-sqlite")
+        try:
+            await self._call(self._open)
+        except BaseException:
+            self._executor.shutdown(wait=False)
+            self._executor = None
+            raise
+        self._queue = asyncio.Queue()
+        self._writer = asyncio.create_task(self._write_loop(), name=f"resumable-sqlite:{self.path}")
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._writer is not None:
+            self._queue.put_nowait(None)
+            await self._writer
+            self._writer = None
+        if self._executor is not None:
+            with contextlib.suppress(StoreError):
+                await self._call(self._close)
+            self._executor.shutdown(wait=True)
+            self._executor = None
+        self._held.clear()
+
+    def _open(self) -> None:
+        try:
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            # The file holds the MAC key: create it private before SQLite opens it.
+            os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))
+            conn = sqlite3.connect(
+                self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
+            )
+        except (OSError, sqlite3.Error) as err:
+            raise StoreUnavailableError(
+                f"cannot open the SQLite store {self.path}: {err}; check the path is writable",
+                path=str(self.path),
+            ) from err
+        self._conn = conn
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(f"PRAGMA synchronous={SYNC_PRAGMAS[self.sync]}")
+        conn.execute("PRAGMA foreign_keys=ON")
+        with self._transaction() as db:
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise SchemaVersionError(
+                    f"the SQLite store {self.path} has schema version {version}, written by a "
+                    f"newer resumable (this one knows {SCHEMA_VERSION}); upgrade resumable",
+                    path=str(self.path),
+                    version=version,
+                )
+            if version == 0:
+                # Not executescript: it would commit the open transaction first.
+                for statement in filter(str.strip, _SCHEMA.split(";")):
+                    db.execute(statement)
+                db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+    def _close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    async def _call(self, fn: Callable[..., _T], *args: Any) -> _T:
+        """Run ``fn`` on the store's thread, turning SQLite failures into ``StoreError``."""
+        if self._executor is None:
+            raise StoreError(f"the SQLite store {self.path} is not open (use `async with`)")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            self._executor, functools.partial(self._guarded, fn, *args)
+        )
+
+    def _guarded(self, fn: Callable[..., _T], *args: Any) -> _T:
+        try:
+            return fn(*args)
+        except sqlite3.Error as err:
+            raise StoreError(
+                f"the SQLite store {self.path} failed: {err}", path=str(self.path)
+            ) from err
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction that takes the file's write lock at once (no upgrade deadlock)."""
+        conn = self._connection()
+        if conn.in_transaction:
+            yield conn
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise StoreError(f"the SQLite store {self.path} is not open (use `async with`)")
+        return self._conn
+
+    # -- key ------------------------------------------------------------------
+    async def mac_key(self) -> bytes:
+        if self._mac_key is None:
+            self._mac_key = await self._call(self._load_mac_key)
+        return self._mac_key
+
+    def _load_mac_key(self) -> bytes:
+        with self._transaction() as db:
+            db.execute(
+                "INSERT OR IGNORE INTO settings (name, value) VALUES ('mac_key', ?)",
+                (secrets.token_bytes(32),),
+            )
+            return bytes(
+                db.execute("SELECT value FROM settings WHERE name='mac_key'").fetchone()[0]
+            )
+
+    # -- runs -----------------------------------------------------------------
+    async def create_run(self, meta: RunMeta) -> None:
+        await self._call(self._create_run, meta)
+
+    def _create_run(self, meta: RunMeta) -> None:
+        _check_status(meta)
+        with self._transaction() as db:
+            try:
+                db.execute(
+                    "INSERT INTO runs (run_id, meta, status, created_at, updated_at) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    (meta.run_id, _meta_json(meta), meta.status, meta.created_at, meta.updated_at),
+                )
+            except sqlite3.IntegrityError:
+                raise UsageError(
+                    f"a run with id {meta.run_id} already exists in {self.url}", run_id=meta.run_id
+                ) from None
+
+    async def get_meta(self, run_id: str) -> RunMeta:
+        row = await self._call(self._run_row, run_id)
+        return _meta_from_row(row)
+
+    def _run_row(self, run_id: str) -> tuple[Any, ...]:
+        row: tuple[Any, ...] | None = (
+            self._connection()
+            .execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id=?", (run_id,))
+            .fetchone()
+        )
+        if row is None:
+            raise _not_found(run_id, self.url)
+        return row
+
+    async def put_meta(self, meta: RunMeta) -> None:
+        await self._call(self._put_meta, meta)
+
+    def _put_meta(self, meta: RunMeta) -> None:
+        _check_status(meta)
+        with self._transaction() as db:
+            cursor = db.execute(
+                "UPDATE runs SET meta=?, status=?, created_at=?, updated_at=? WHERE run_id=?",
+                (_meta_json(meta), meta.status, meta.created_at, meta.updated_at, meta.run_id),
+            )
+            if cursor.rowcount == 0:
+                raise _not_found(meta.run_id, self.url)
+
+    async def list_runs(self) -> list[RunSummary]:
+        rows = await self._call(self._list_rows)
+        now = time.time()
+        summaries = []
+        for row in rows:
+            meta = _meta_from_row(row)
+            live = meta.owner is not None and (
+                (row[7] is not None and row[7] > now) or self._held.get(meta.run_id) == meta.epoch
+            )
+            summaries.append(RunSummary(meta, last_seq=row[8], last_write=row[9], live=live))
+        return summaries
+
+    def _list_rows(self) -> list[tuple[Any, ...]]:
+        return (
+            self._connection()
+            .execute(f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY created_at DESC, run_id DESC")
+            .fetchall()
+        )
+
+    async def delete_run(self, run_id: str) -> None:
+        await self._call(self._delete_run, run_id)
+        self._held.pop(run_id, None)
+
+    def _delete_run(self, run_id: str) -> None:
+        with self._transaction() as db:
+            if db.execute("DELETE FROM runs WHERE run_id=?", (run_id,)).rowcount == 0:
+                raise _not_found(run_id, self.url)
+
+    # -- the log --------------------------------------------------------------
+    async def append(self, run_id: str, records: Sequence[StoredRecord], lease: Lease) -> None:
+        check_seqs(records, 0)
+        if self._writer is None:
+            raise StoreError(f"the SQLite store {self.path} is not open (use `async with`)")
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queue.put_nowait(_Append(run_id, list(records), lease, done))
+        await done
+
+    async def _write_loop(self) -> None:
+        """Commit every append that is waiting, together; a failed one fails alone."""
+        stopping = False
+        while not stopping:
+            first = await self._queue.get()
+            if first is None:
+                return
+            batch = [first]
+            while not self._queue.empty():
+                item = self._queue.get_nowait()
+                if item is None:
+                    stopping = True
+                    break
+                batch.append(item)
+            try:
+                outcomes = await self._call(self._append_batch, batch)
+            except Exception as err:
+                outcomes = [err] * len(batch)
+            except BaseException as err:
+                for item in batch:
+                    if not item.done.done():
+                        item.done.set_exception(StoreError(f"append interrupted: {err!r}"))
+                raise
+            for item, outcome in zip(batch, outcomes, strict=True):
+                if item.done.done():
+                    continue
+                if outcome is None:
+                    item.done.set_result(None)
+                else:
+                    item.done.set_exception(outcome)
+
+    def _append_batch(self, batch: list[_Append]) -> list[Exception | None]:
+        outcomes: list[Exception | None] = []
+        with self._transaction() as db:
+            for item in batch:
+                db.execute("SAVEPOINT item")
+                try:
+                    self._append_one(db, item)
+                except (ResumableError, ValueError) as err:
+                    db.execute("ROLLBACK TO item")
+                    outcomes.append(err)
+                else:
+                    outcomes.append(None)
+                db.execute("RELEASE item")
+        return outcomes
+
+    def _append_one(self, db: sqlite3.Connection, item: _Append) -> None:
+        row = db.execute(
+            "SELECT epoch, last_seq FROM runs WHERE run_id=?", (item.run_id,)
+        ).fetchone()
+        if row is None:
+            raise _not_found(item.run_id, self.url)
+        _check_fence(item.run_id, item.lease, row[0])
+        check_seqs(item.records, row[1])
+        if not item.records:
+            return
+        db.executemany(
+            "INSERT INTO records (run_id, seq, epoch, data) VALUES (?, ?, ?, ?)",
+            [(item.run_id, r.seq, r.epoch, r.data) for r in item.records],
+        )
+        db.execute(
+            "UPDATE runs SET last_seq=?, last_write=? WHERE run_id=?",
+            (item.records[-1].seq, time.time(), item.run_id),
+        )
+
+    async def read(self, run_id: str, after_seq: int = 0) -> ReadResult:
+        return await self._call(self._read, run_id, after_seq)
+
+    def _read(self, run_id: str, after_seq: int) -> ReadResult:
+        db = self._connection()
+        db.execute("BEGIN")
+        try:
+            if db.execute("SELECT 1 FROM runs WHERE run_id=?", (run_id,)).fetchone() is None:
+                raise _not_found(run_id, self.url)
+            rows = db.execute(
+                "SELECT seq, epoch, data FROM records WHERE run_id=? AND seq>? ORDER BY seq",
+                (run_id, after_seq),
+            ).fetchall()
+        finally:
+            db.execute("COMMIT")
+        return ReadResult([StoredRecord(seq, epoch, bytes(data)) for seq, epoch, data in rows])
+
+    # -- blobs ----------------------------------------------------------------
+    async def put_blob(self, run_id: str, digest: str, data: bytes) -> None:
+        await self._call(self._put_blob, run_id, digest, data)
+
+    def _put_blob(self, run_id: str, digest: str, data: bytes) -> None:
+        with self._transaction() as db:
+            try:
+                db.execute(
+                    "INSERT OR IGNORE INTO blobs (run_id, digest, data) VALUES (?, ?, ?)",
+                    (run_id, digest, data),
+                )
+            except sqlite3.IntegrityError:
+                raise _not_found(run_id, self.url) from None
+
+    async def get_blob(self, run_id: str, digest: str) -> bytes:
+        row = await self._call(self._blob_row, run_id, digest)
+        if row is None:
+            raise StoreError(
+                f"blob {digest} of run {run_id} is missing from {self.url}",
+                run_id=run_id,
+                digest=digest,
+            )
+        return bytes(row[0])
+
+    async def has_blob(self, run_id: str, digest: str) -> bool:
+        return await self._call(self._blob_row, run_id, digest) is not None
+
+    def _blob_row(self, run_id: str, digest: str) -> tuple[Any, ...] | None:
+        row: tuple[Any, ...] | None = (
+            self._connection()
+            .execute("SELECT data FROM blobs WHERE run_id=? AND digest=?", (run_id, digest))
+            .fetchone()
+        )
+        return row
+
+    # -- snapshots --------------------------------------------------------------
+    async def put_snapshot(self, run_id: str, seq: int, data: bytes, lease: Lease) -> None:
+        await self._call(self._put_snapshot, run_id, seq, data, lease)
+
+    def _put_snapshot(self, run_id: str, seq: int, data: bytes, lease: Lease) -> None:
+        with self._transaction() as db:
+            row = db.execute("SELECT epoch FROM runs WHERE run_id=?", (run_id,)).fetchone()
+            if row is None:
+                raise _not_found(run_id, self.url)
+            _check_fence(run_id, lease, row[0])
+            db.execute(
+                "INSERT OR REPLACE INTO snapshots (run_id, seq, data) VALUES (?, ?, ?)",
+                (run_id, seq, data),
+            )
+
+    async def get_snapshot(
+        self, run_id: str, at_or_before: int | None = None
+    ) -> tuple[int, bytes] | None:
+        return await self._call(self._get_snapshot, run_id, at_or_before)
+
+    def _get_snapshot(self, run_id: str, at_or_before: int | None) -> tuple[int, bytes] | None:
+        limit = (1 << 63) - 1 if at_or_before is None else at_or_before
+        row = (
+            self._connection()
+            .execute(
+                "SELECT seq, data FROM snapshots WHERE run_id=? AND seq<=? "
+                "ORDER BY seq DESC LIMIT 1",
+                (run_id, limit),
+            )
+            .fetchone()
+        )
+        return None if row is None else (int(row[0]), bytes(row[1]))
+
+    async def prune(self, run_id: str, keep: int) -> int:
+        if keep < 1:
+            raise ValueError(f"prune must keep at least one snapshot, not {keep}")
+        return await self._call(self._prune, run_id, keep)
+
+    def _prune(self, run_id: str, keep: int) -> int:
+        with self._transaction() as db:
+            if db.execute("SELECT 1 FROM runs WHERE run_id=?", (run_id,)).fetchone() is None:
+                raise _not_found(run_id, self.url)
+            row = db.execute(
+                "SELECT seq FROM snapshots WHERE run_id=? ORDER BY seq DESC LIMIT 1 OFFSET ?",
+                (run_id, keep),
+            ).fetchone()
+            if row is None:
+                return 0
+            db.execute("DELETE FROM snapshots WHERE run_id=? AND seq<=?", (run_id, row[0]))
+            return db.execute(
+                "DELETE FROM records WHERE run_id=? AND seq<=?", (run_id, row[0])
+            ).rowcount
+
+    # -- ownership ------------------------------------------------------------
+    async def acquire(self, run_id: str, owner: str, ttl: float = 30.0) -> Lease:
+        lease = await self._call(self._acquire, run_id, owner, ttl)
+        self._held[run_id] = lease.epoch
+        return lease
+
+    def _acquire(self, run_id: str, owner: str, ttl: float) -> Lease:
+        now = time.time()
+        with self._transaction() as db:
+            row = db.execute(
+                "SELECT epoch, owner, lease_expires_at FROM runs WHERE run_id=?", (run_id,)
+            ).fetchone()
+            if row is None:
+                raise _not_found(run_id, self.url)
+            epoch, holder, expires = row
+            if holder is not None and (expires > now or self._held.get(run_id) == epoch):
+                raise RunBusyError(
+                    f"run {run_id} is owned by {holder} (lease epoch {epoch}); "
+                    "wait for it to finish or for its lease to expire",
+                    run_id=run_id,
+                    owner=holder,
+                )
+            db.execute(
+                "UPDATE runs SET epoch=?, owner=?, lease_expires_at=? WHERE run_id=?",
+                (epoch + 1, owner, now + ttl, run_id),
+            )
+        return Lease(run_id, epoch + 1, owner, now + ttl)
+
+    async def renew(self, lease: Lease, ttl: float = 30.0) -> Lease:
+        return await self._call(self._renew, lease, ttl)
+
+    def _renew(self, lease: Lease, ttl: float) -> Lease:
+        expires = time.time() + ttl
+        with self._transaction() as db:
+            cursor = db.execute(
+                "UPDATE runs SET lease_expires_at=? WHERE run_id=? AND epoch=? AND owner=?",
+                (expires, lease.run_id, lease.epoch, lease.owner),
+            )
+            if cursor.rowcount == 0:
+                self._held.pop(lease.run_id, None)
+                raise _lost(lease)
+        return Lease(lease.run_id, lease.epoch, lease.owner, expires)
+
+    async def release(self, lease: Lease) -> None:
+        await self._call(self._release, lease)
+        if self._held.get(lease.run_id) == lease.epoch:
+            del self._held[lease.run_id]
+
+    def _release(self, lease: Lease) -> None:
+        with self._transaction() as db:
+            db.execute(
+                "UPDATE runs SET owner=NULL, lease_expires_at=NULL WHERE run_id=? AND epoch=?",
+                (lease.run_id, lease.epoch),
+            )
+
+
+def _meta_json(meta: RunMeta) -> str:
+    """The runtime-owned part of the metadata; the lease fields are the store's own."""
+    return json.dumps(
+        {"program": meta.program, "kind": meta.kind, "parent": meta.parent, "extra": meta.extra}
+    )
+
+
+def _meta_from_row(row: tuple[Any, ...]) -> RunMeta:
+    run_id, meta, status, created_at, updated_at, epoch, owner = row[:7]
+    data = json.loads(meta)
+    return RunMeta(
+        run_id=run_id,
+        program=data["program"],
+        kind=data["kind"],
+        status=status,
+        created_at=created_at,
+        updated_at=updated_at,
+        epoch=epoch,
+        owner=owner,
+        parent=data["parent"],
+        extra=data["extra"],
+    )
+
+
+def _check_status(meta: RunMeta) -> None:
+    if meta.status not in STATUSES:
+        raise ValueError(f"unknown run status {meta.status!r}; expected one of {STATUSES}")
+
+
+def _check_fence(run_id: str, lease: Lease, current: int) -> None:
+    if lease.run_id != run_id or lease.epoch != current:
+        raise FencedError(
+            f"run {run_id}: write refused, lease epoch {lease.epoch} is stale (the run is at "
+            f"epoch {current}); another owner took the run over",
+            run_id=run_id,
+            epoch=lease.epoch,
+            current_epoch=current,
+        )
+
+
+def _lost(lease: Lease) -> FencedError:
+    return FencedError(
+        f"run {lease.run_id}: the lease of epoch {lease.epoch} was lost (released or taken over)",
+        run_id=lease.run_id,
+        epoch=lease.epoch,
+    )
+
+
+def _not_found(run_id: str, url: str) -> RunNotFoundError:
+    return RunNotFoundError(f"no run {run_id} in {url}", run_id=run_id)
