@@ -590,6 +590,23 @@ PROGRAMS = [
             r = [(x, y) async for x in agen(1) async for y in [x]]
         except TypeError as e:
             errors.append(str(e))
+        import collections
+        try:
+            async for x in collections.deque([1]):
+                pass
+        except TypeError as e:
+            errors.append(str(e))
+        class OnInstance:
+            pass
+        m = OnInstance()
+        m.__aenter__ = Manager("m").__aenter__
+        m.__aexit__ = Manager("m").__aexit__
+        try:
+            async with m:
+                pass
+        except TypeError as e:
+            errors.append(str(e))
+        del m
         """,
     ),
     Program(
