@@ -434,3 +434,20 @@ async def test_fsync_appends_sync_the_segment_and_its_new_directory_entry(
         second = len(synced) - first
 
     assert (first, second) == (2, 1)  # new segment: file and folder; then the file only
+
+
+async def test_a_cancelled_acquire_does_not_keep_the_lock(store: FileStore) -> None:
+    await store.create_run(RunMeta("run-1", "prog.py"))
+    attempt = asyncio.create_task(store.acquire("run-1", "impatient"))
+    await asyncio.sleep(0)  # the acquiring thread has started
+    attempt.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await attempt
+    for _ in range(100):
+        if not (await store.list_runs())[0].live:
+            break
+        await asyncio.sleep(0.01)
+
+    async with FileStore(store.root) as other:
+        lease = await other.acquire("run-1", "patient")
+    assert lease.owner == "patient"

@@ -260,7 +260,12 @@ class FileStore:
         run_dir = self._run_dir(run_id)
         if run_id in self._owned:
             raise _busy(run_id)
-        owned = await self._io(self._acquire, run_dir, run_id, owner)
+        work = asyncio.ensure_future(self._io(self._acquire, run_dir, run_id, owner))
+        try:
+            owned = await asyncio.shield(work)
+        except asyncio.CancelledError:  # the thread goes on: give up the lock it may take
+            work.add_done_callback(self._drop_if_acquired)
+            raise
         self._owned[run_id] = owned
         return Lease(run_id, owned.epoch, owner, None)
 
@@ -339,6 +344,10 @@ class FileStore:
     def _blob_path(self, run_id: str, digest: str) -> Path:
         self._check_name(digest, "blob digest")
         return self._run_dir(run_id) / "blobs" / digest
+
+    def _drop_if_acquired(self, work: asyncio.Future[_Owned]) -> None:
+        if not work.cancelled() and work.exception() is None:
+            self._drop(work.result())
 
     def _drop(self, owned: _Owned) -> None:
         owned.close_segment()
@@ -452,7 +461,10 @@ class FileStore:
         path = run_dir / "log" / f"{records[0].seq:020d}.seg"
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
-            os.write(fd, encode_frames(records))
+            frames, size = encode_frames(records), os.fstat(fd).st_size
+            if os.write(fd, frames) != len(frames):
+                os.ftruncate(fd, size)
+                raise OSError(errno.ENOSPC, "short write", str(path))
             if self.sync == "fsync":
                 _fsync(fd, path.parent)
         finally:
