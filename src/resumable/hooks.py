@@ -20,6 +20,8 @@ from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import Any, Final, Generic, Protocol, TypeVar
 
+__all__ = ["ENTER", "EXIT", "HOOK_NAME", "NEXT", "AwaitHook", "DirectHook", "HookBase"]
+
 T = TypeVar("T")
 
 HOOK_NAME: Final = "__resumable__"

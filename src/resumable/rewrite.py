@@ -6,7 +6,8 @@ The transform wraps expressions in place and does nothing else::
     async for T in ITER        ->  async for T in __resumable__.aiter(SITE, ITER)
     async with A as a          ->  async with __resumable__.with_(SITE, A) as a
 
-The last two apply to async comprehensions and to each item of a multi-item ``async with``.
+``async for`` in comprehensions is wrapped the same way, and each item of a multi-item
+``async with`` gets its own ``with_`` and site. A tree is meant to be rewritten once.
 No await is added or removed and no scope, temporary name or thunk is introduced, so evaluation
 order, scoping (walrus, class bodies, comprehensions) and the compiler's own errors (``'await'
 outside async function``) are those of the original. Each new node takes the position the
