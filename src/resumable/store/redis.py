@@ -182,6 +182,8 @@ class RedisStore:
         parts = urlsplit(url)
         self.host = parts.hostname or "localhost"
         self.port = parts.port or 6379
+        self.user = parts.username or "default"
+        self.where = parts.path if parts.scheme == "unix" else f"{self.host}:{self.port}"
         netloc = parts.netloc.rsplit("@", 1)[-1]
         if parts.username or parts.password:
             netloc = f"{parts.username or ''}{':***' if parts.password else ''}@{netloc}"
@@ -203,7 +205,7 @@ class RedisStore:
 
     # -- lifecycle ------------------------------------------------------------
     async def __aenter__(self) -> Self:
-        where = f"{self.host}:{self.port}"
+        where = self.where
         client = aioredis.Redis.from_url(
             self.redis_url, socket_connect_timeout=self.timeout, socket_timeout=self.timeout * 3
         )
@@ -213,9 +215,11 @@ class RedisStore:
         except AuthenticationError as err:
             await client.aclose()
             raise StoreUnavailableError(
-                f"Redis at {where} refused the credentials of the store URL ({err})",
+                f"Redis at {where} refused user {self.user!r} ({err}); check the user and "
+                "password of the store URL",
                 host=self.host,
                 port=self.port,
+                user=self.user,
             ) from err
         except (RedisError, OSError) as err:
             await client.aclose()
@@ -231,7 +235,7 @@ class RedisStore:
 
     async def _choose_waitaof(self, info: dict[str, Any]) -> bool:
         """WAITAOF only where it adds something: AOF on, Redis >= 7.2, not ``appendfsync always``."""
-        where = f"Redis at {self.host}:{self.port}"
+        where = f"Redis at {self.where}"
         if not int(info.get("aof_enabled", 0)):
             log.warning(
                 "%s has appendonly off: records are in memory only and do not survive a "
@@ -291,14 +295,12 @@ class RedisStore:
             raise StoreError(f"Redis store {self.url}: {name} failed: {err}") from err
         except (RedisError, OSError) as err:
             raise StoreUnavailableError(
-                f"lost Redis at {self.host}:{self.port} during {name} ({err}); is Redis running?",
+                f"lost Redis at {self.where} during {name} ({err}); is Redis running?",
                 host=self.host,
                 port=self.port,
             ) from err
         if result[0] == 0 and int(synced[0]) < 1:
-            raise StoreError(
-                f"Redis at {self.host}:{self.port} did not fsync its append-only file in time"
-            )
+            raise StoreError(f"Redis at {self.where} did not fsync its append-only file in time")
         return result
 
     async def _call(self, method: str, *args: Any, **options: Any) -> Any:
@@ -308,7 +310,7 @@ class RedisStore:
             return await getattr(client, method)(*args, **options)
         except (RedisError, OSError) as err:
             raise StoreUnavailableError(
-                f"lost Redis at {self.host}:{self.port} during {method} ({err}); is Redis running?",
+                f"lost Redis at {self.where} during {method} ({err}); is Redis running?",
                 host=self.host,
                 port=self.port,
             ) from err
@@ -358,7 +360,7 @@ class RedisStore:
             (seconds, micros), *hashes = await pipe.execute()
         except (RedisError, OSError) as err:
             raise StoreUnavailableError(
-                f"lost Redis at {self.host}:{self.port} while listing runs ({err})",
+                f"lost Redis at {self.where} while listing runs ({err})",
                 host=self.host,
                 port=self.port,
             ) from err
@@ -409,7 +411,7 @@ class RedisStore:
             exists, members = await pipe.execute()
         except (RedisError, OSError) as err:
             raise StoreUnavailableError(
-                f"lost Redis at {self.host}:{self.port} while reading run {run_id} ({err})",
+                f"lost Redis at {self.where} while reading run {run_id} ({err})",
                 host=self.host,
                 port=self.port,
             ) from err
