@@ -407,12 +407,12 @@ async def test_a_stale_append_among_concurrent_ones_fails_alone(store: Checkpoin
 async def test_an_expired_lease_is_taken_over_and_fenced(db_site: StoreSite) -> None:
     async with db_site.open() as first, db_site.open() as second:
         await first.create_run(meta())
-        old = await first.acquire("run-1", "owner-a", ttl=0.3)
+        old = await first.acquire("run-1", "owner-a", ttl=0.6)
         await first.append("run-1", [rec(1, old.epoch)], old)
         with pytest.raises(RunBusyError):
             await second.acquire("run-1", "owner-b")
 
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(0.8)
         assert not next(iter(await second.list_runs())).live
         new = await second.acquire("run-1", "owner-b", ttl=30)
 

@@ -110,9 +110,12 @@ _APPEND = """
 WITH items AS (
     SELECT * FROM unnest($1::int[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[])
         AS i(item, run_id, epoch, first_seq, last_seq)
+), locked AS (  -- rows locked in one order, so two writing processes cannot deadlock
+    SELECT run_id FROM {s}.runs WHERE run_id IN (SELECT run_id FROM items)
+    ORDER BY run_id FOR NO KEY UPDATE
 ), accepted AS (
     UPDATE {s}.runs AS r SET last_seq = i.last_seq, last_write = now()
-    FROM items AS i
+    FROM items AS i JOIN locked AS l ON l.run_id = i.run_id
     WHERE r.run_id = i.run_id AND r.epoch = i.epoch AND r.last_seq < i.first_seq
     RETURNING i.item
 ), written AS (
@@ -467,20 +470,22 @@ class PostgresStore:
 
     async def _commit(self, group: list[_Append]) -> list[Exception | None]:
         """One statement for the whole group; why a refused item was refused comes after."""
-        items: list[list[Any]] = [[], [], [], [], []]
-        rows: list[list[Any]] = [[], [], [], [], []]
-        for n, item in enumerate(group):
-            for column, value in zip(
-                items,
-                (n, item.run_id, item.lease.epoch, item.records[0].seq, item.records[-1].seq),
-                strict=True,
-            ):
-                column.append(value)
-            for record in item.records:
-                for column, value in zip(
-                    rows, (n, item.run_id, record.seq, record.epoch, record.data), strict=True
-                ):
-                    column.append(value)
+        # Column arrays for unnest(): one row per append, one row per record.
+        items = zip(
+            *[
+                (n, i.run_id, i.lease.epoch, i.records[0].seq, i.records[-1].seq)
+                for n, i in enumerate(group)
+            ],
+            strict=True,
+        )
+        rows = zip(
+            *[
+                (n, i.run_id, r.seq, r.epoch, r.data)
+                for n, i in enumerate(group)
+                for r in i.records
+            ],
+            strict=True,
+        )
         try:
             conn = await self._writer_connection()
             accepted = {row[0] for row in await conn.fetch(self._sql["append"], *items, *rows)}
