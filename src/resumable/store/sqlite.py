@@ -154,6 +154,7 @@ class SQLiteStore:
         try:
             await self._call(self._open)
         except BaseException:
+            await self._call(self._close)
             self._executor.shutdown(wait=False)
             self._executor = None
             raise
@@ -192,7 +193,13 @@ class SQLiteStore:
                 path=str(self.path),
             ) from err
         self._conn = conn
-        conn.execute("PRAGMA journal_mode=WAL")
+        mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise StoreUnavailableError(
+                f"the SQLite store {self.path} cannot use WAL mode (it stays in {mode!r} mode); "
+                "put it on a local filesystem",
+                path=str(self.path),
+            )
         conn.execute(f"PRAGMA synchronous={SYNC_PRAGMAS[self.sync]}")
         conn.execute("PRAGMA foreign_keys=ON")
         with self._transaction() as db:
