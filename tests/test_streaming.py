@@ -8,7 +8,7 @@ import random
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from resumable.streaming import Statement, StatementSplitter
@@ -390,7 +390,7 @@ def random_chunks(text: str, seed: int, largest: int, by_lines: bool) -> list[st
     return out
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow], phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     path=st.sampled_from(SOURCES),
     seed=st.integers(0, 2**32),
