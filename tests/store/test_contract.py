@@ -553,6 +553,29 @@ async def test_postgres_claim_takes_the_oldest_up_to_the_limit(postgres_site: St
 
 
 @pytest.mark.postgres
+async def test_postgres_appends_go_on_after_the_server_drops_connections(
+    postgres_site: StoreSite, postgres_url: str
+) -> None:
+    async with pg(postgres_site) as store:
+        lease = await owned_run(store)
+        await store.append("run-1", [rec(1)], lease)
+        admin = await asyncpg.connect(postgres_url)
+        try:
+            dropped = await admin.fetchval(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE pid <> pg_backend_pid() AND query LIKE '%' || $1 || '%'",
+                store.schema,
+            )
+        finally:
+            await admin.close()
+        assert dropped >= 1
+        await asyncio.sleep(0.1)
+
+        await store.append("run-1", [rec(2)], lease)
+        assert await seqs(store) == [1, 2]
+
+
+@pytest.mark.postgres
 async def test_postgres_connection_errors_are_clear() -> None:
     with pytest.raises(StoreUnavailableError, match=r"127\.0\.0\.1:1\b.*is PostgreSQL running\?"):
         async with PostgresStore("postgresql://postgres:s3cret@127.0.0.1:1/test"):

@@ -295,7 +295,11 @@ class PostgresStore:
         try:
             async with conn.transaction():
                 await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", f"resumable:{s}")
-                await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {s}")
+                # Checked first: CREATE SCHEMA needs a right on the database even if it exists.
+                if not await conn.fetchval(
+                    "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)", self.schema
+                ):
+                    await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {s}")
                 await conn.execute(
                     f"CREATE TABLE IF NOT EXISTS {s}.resumable_schema_version "
                     "(version integer NOT NULL)"
@@ -318,6 +322,14 @@ class PostgresStore:
                     await conn.execute(
                         f"INSERT INTO {s}.resumable_schema_version VALUES ($1)", SCHEMA_VERSION
                     )
+        except asyncpg.InsufficientPrivilegeError as err:
+            raise StoreUnavailableError(
+                f"PostgreSQL user {self.user!r} may not create the tables of schema "
+                f"{self.schema!r} in database {self.database!r} ({err}); create the schema and "
+                "grant the user USAGE, CREATE on it",
+                user=self.user,
+                schema=self.schema,
+            ) from err
         except _DRIVER_ERRORS as err:
             raise self._failure(err, "preparing the schema") from err
 
@@ -521,7 +533,12 @@ class PostgresStore:
         return outcomes
 
     async def _writer_connection(self) -> Any:
-        if self._writer_conn is None or self._writer_conn.is_closed():
+        """The writer's own connection, replaced once the server or the pool dropped it."""
+        try:
+            usable = self._writer_conn is not None and not self._writer_conn.is_closed()
+        except asyncpg.InterfaceError:  # the pool took it back after the server closed it
+            usable = False
+        if not usable:
             await self._drop_writer_connection()
             self._writer_conn = await self._pool.acquire()
         return self._writer_conn
