@@ -20,7 +20,17 @@ from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import Any, Final, Generic, Protocol, TypeVar
 
-__all__ = ["ENTER", "EXIT", "HOOK_NAME", "NEXT", "AwaitHook", "DirectHook", "HookBase"]
+__all__ = [
+    "ENTER",
+    "EXIT",
+    "HOOK_NAME",
+    "NEXT",
+    "AwaitHook",
+    "DirectHook",
+    "HookBase",
+    "is_program_generator",
+    "register_program_file",
+]
 
 T = TypeVar("T")
 
@@ -32,6 +42,19 @@ ENTER: Final = "enter"
 EXIT: Final = "exit"
 
 _HEAPTYPE: Final = 1 << 9  # Py_TPFLAGS_HEAPTYPE
+
+_PROGRAM_FILES: set[str] = set()
+
+
+def register_program_file(filename: str) -> None:
+    """Note that code compiled under ``filename`` is the program's (its awaits are hooked)."""
+    _PROGRAM_FILES.add(filename)
+
+
+def is_program_generator(obj: object) -> bool:
+    """True for an async generator the program defined: its own awaits go through the hook."""
+    code = getattr(obj, "ag_code", None)
+    return code is not None and code.co_filename in _PROGRAM_FILES
 
 
 class AwaitHook(Protocol):

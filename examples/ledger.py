@@ -1,0 +1,64 @@
+"""A plain async script run with `resumable exec`: every await books an effect in a ledger.
+
+Kill it at any point (RESUMABLE_CRASH_AFTER=N, or kill -9) and `resumable resume`
+finishes it with the same output, each effect booked once (only the await that was
+in flight when the process died may be booked twice, under the same key).
+"""
+
+import asyncio
+import os
+
+import resumable
+
+LEDGER = os.environ.get("LEDGER", "ledger.txt")
+DELAY = float(os.environ.get("BOOK_DELAY", "0"))
+
+
+async def book(what, amount):
+    """An external effect: one line in the ledger, tagged with the await's idempotency key."""
+    await asyncio.sleep(DELAY)
+    with open(LEDGER, "a", encoding="utf-8") as ledger:
+        ledger.write(f"{resumable.idempotency_key()} {what} {amount}\n")
+    return amount
+
+
+accounts = {"alice": 10, "bob": 5}
+history = []
+audit = history  # an alias: appending to one must show in the other after a resume
+print("opening balances:", accounts)
+
+for name in sorted(accounts):
+    paid = await book(f"interest:{name}", accounts[name] // 5)
+    accounts[name] += paid
+    history.append((name, paid))
+    print(f"interest for {name}: {paid}")
+
+if accounts["alice"] > accounts["bob"]:
+    moved = await book("transfer:alice->bob", 3)
+    accounts["alice"] -= moved
+    accounts["bob"] += moved
+    print("moved", moved, "from alice to bob")
+else:
+    print("no transfer")
+
+try:
+    await book("fee", 1)
+    raise ValueError("card declined")
+except ValueError as exc:
+    refund = await book("refund", 1)
+    print(f"fee failed ({exc}), refunded {refund}")
+finally:
+    print("fee step done")
+
+squares = [await book(f"square:{i}", i * i) for i in range(3)]
+print("squares:", squares)
+
+
+def total(values):
+    return sum(values)
+
+
+print("audit entries:", len(audit), "history entries:", len(history))
+results = await asyncio.gather(book("parallel:a", 1), book("parallel:b", 2))
+print("parallel:", results, "total:", total(results) + total(squares))
+print("closing balances:", accounts)

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The whole test command: installs what it needs, starts the servers the store tests
+# use if they are down, then runs the quality gates and the test suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+
+# PostgreSQL and Redis on 127.0.0.1 (the PostgreSQL/Redis store tests use them).
+if ! command -v pg_ctlcluster >/dev/null 2>&1 || ! command -v redis-server >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql redis-server >/dev/null
+  fi
+fi
+if ! pg_isready -h 127.0.0.1 -p 5432 -q 2>/dev/null; then
+  pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql)" main start || true
+  for _ in $(seq 1 30); do pg_isready -h 127.0.0.1 -p 5432 -q && break; sleep 1; done
+fi
+if ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
+  redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no
+  for _ in $(seq 1 30); do redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1 && break; sleep 0.5; done
+fi
+
+echo "== ruff check"; ruff check src tests scripts examples
+echo "== ruff format --check"; ruff format --check src tests scripts examples
+echo "== mypy"; mypy src/resumable
+echo "== pytest"; python -m pytest "$@"

@@ -1,0 +1,247 @@
+"""CheckpointManager: every record of a run goes through here on its way to the store.
+
+It numbers records, seals them (MAC, optional compression and encryption), appends
+them under the run's lease, folds them into the live :class:`RunState` and, every
+``snapshot_every`` records, writes that state as a snapshot and prunes what the
+``keep`` newest snapshots make unnecessary. Before a record is made durable the
+program's stdout/stderr are flushed, so what a record says was printed was printed.
+
+Policy: with ``every = 1`` (the default) an await is not finished until its record
+is durable. With ``every = N`` await records are buffered and made durable N at a
+time (or after ``interval_seconds``, or before any other record): the awaits of an
+unflushed batch run again after a crash. ``RESUMABLE_CRASH_AFTER=N`` kills the
+process with SIGKILL right after its N-th record is durable (tests and demos).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import os
+import signal
+import sys
+import time
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+
+from resumable.errors import ConfigError
+from resumable.records import Record, RecordCodec
+from resumable.state import RunState
+from resumable.store.base import CheckpointStore, Lease, StoredRecord
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointPolicy:
+    """The ``[durability]`` settings that shape how records are written."""
+
+    every: int = 1
+    interval_seconds: float = 0.0
+    snapshot_every: int = 500
+    keep: int = 3
+    before_checkpoint: str = ""
+    after_checkpoint: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointInfo:
+    """What a ``before_checkpoint``/``after_checkpoint`` hook is told."""
+
+    run_id: str
+    seq: int
+    kind: str
+    frame: str
+    records: int
+
+
+def load_hook(spec: str, key: str) -> Callable[[CheckpointInfo], Any] | None:
+    """Resolve ``package.module:function``; a bad spec is a ConfigError naming the key."""
+    if not spec:
+        return None
+    module_name, _, attr = spec.partition(":")
+    try:
+        hook = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise ConfigError(
+            f'[durability] {key} = "{spec}" cannot be loaded ({exc}); '
+            'use "package.module:function"',
+            key=f"durability.{key}",
+        ) from exc
+    if not callable(hook):
+        raise ConfigError(f'[durability] {key} = "{spec}" is not callable', key=f"durability.{key}")
+    return hook  # type: ignore[no-any-return]
+
+
+def crash_after_from_env(env: Mapping[str, str]) -> int | None:
+    raw = env.get("RESUMABLE_CRASH_AFTER", "").strip()
+    if not raw:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(
+            f"RESUMABLE_CRASH_AFTER must be a whole number of records, got {raw!r}",
+            key="RESUMABLE_CRASH_AFTER",
+        ) from None
+    return value if value > 0 else None
+
+
+class CheckpointManager:
+    """Writes a run's records durably, in order, under its lease."""
+
+    def __init__(
+        self,
+        store: CheckpointStore,
+        codec: RecordCodec,
+        lease: Lease,
+        state: RunState,
+        *,
+        policy: CheckpointPolicy | None = None,
+        crash_after: int | None = None,
+        replay_until: int = 0,
+    ) -> None:
+        self.store = store
+        self.codec = codec
+        self.lease = lease
+        self.state = state
+        self.run_id = lease.run_id
+        self.policy = policy or CheckpointPolicy()
+        self.crash_after = crash_after
+        self.replay_until = replay_until
+        """Records up to this seq were written before a crash: their replay is silent."""
+        self.written = 0
+        self._seq = state.seq
+        self._buffer: list[StoredRecord] = []
+        self._records: list[Record] = []
+        self._buffer_since = 0.0
+        self._since_snapshot = 0
+        self._blobs: dict[str, bytes] = {}
+        self._before = load_hook(self.policy.before_checkpoint, "before_checkpoint")
+        self._after = load_hook(self.policy.after_checkpoint, "after_checkpoint")
+        self._hook_warned: set[str] = set()
+
+    # -- writing records --------------------------------------------------------------
+    def _make(self, kind: str, frame: str, body: dict[str, Any]) -> StoredRecord:
+        self._seq += 1
+        record = Record(self.run_id, self._seq, kind, frame, time.time(), self.lease.epoch, body)
+        stored = StoredRecord(self._seq, self.lease.epoch, self.codec.seal(record))
+        self._records.append(record)
+        return stored
+
+    async def write(self, kind: str, frame: str, body: dict[str, Any]) -> int:
+        """Append one record durably (after any buffered ones); return its seq."""
+        self._buffer.append(self._make(kind, frame, body))
+        await self._flush()
+        return self._seq
+
+    async def write_await(self, frame: str, body: dict[str, Any]) -> None:
+        """Append an await record, buffered according to ``every``/``interval_seconds``."""
+        stored = self._make("await", frame, body)
+        self._buffer.append(stored)
+        policy = self.policy
+        if policy.every <= 1 or len(self._buffer) >= policy.every:
+            await self._flush()
+        elif policy.interval_seconds > 0:
+            now = time.monotonic()
+            if len(self._buffer) == 1:
+                self._buffer_since = now
+            elif now - self._buffer_since >= policy.interval_seconds:
+                await self._flush()
+
+    async def flush(self) -> None:
+        """Make every buffered record durable."""
+        if self._buffer:
+            await self._flush()
+
+    async def _flush(self) -> None:
+        batch, records = self._buffer, self._records
+        self._buffer, self._records = [], []
+        info = None
+        if self._before is not None or self._after is not None:
+            last = records[-1]
+            info = CheckpointInfo(self.run_id, last.seq, last.kind, last.frame, len(records))
+            self._call_hook("before_checkpoint", self._before, info)
+        _flush_output()
+        await self.store.append(self.run_id, batch, self.lease)
+        state = self.state
+        for record in records:
+            state.apply(record)
+        self.written += len(batch)
+        self._since_snapshot += len(batch)
+        if info is not None:
+            self._call_hook("after_checkpoint", self._after, info)
+        if self.crash_after is not None and self.written >= self.crash_after:
+            _crash_now()
+        if self._since_snapshot >= self.policy.snapshot_every:
+            await self.snapshot()
+
+    def _call_hook(
+        self, name: str, hook: Callable[[CheckpointInfo], Any] | None, info: CheckpointInfo
+    ) -> None:
+        if hook is None:
+            return
+        try:
+            hook(info)
+        except Exception as exc:  # a failing hook never fails the checkpoint
+            if name not in self._hook_warned:
+                self._hook_warned.add(name)
+                warnings.warn(
+                    f"{name} hook failed and was ignored: {type(exc).__name__}: {exc}",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+
+    # -- blobs ------------------------------------------------------------------------------
+    async def put_blobs(self, blobs: Mapping[str, bytes]) -> None:
+        for digest, data in blobs.items():
+            await self.store.put_blob(
+                self.run_id, digest, self.codec.seal_blob(self.run_id, digest, data)
+            )
+            self._blobs[digest] = data
+
+    def load_blob_sync(self, digest: str) -> bytes:
+        """A blob this process wrote or preloaded (replay runs synchronously inside unpickling)."""
+        try:
+            return self._blobs[digest]
+        except KeyError:
+            raise KeyError(f"blob {digest} was not preloaded") from None
+
+    def preload_blobs(self, blobs: Mapping[str, bytes]) -> None:
+        self._blobs.update(blobs)
+
+    # -- snapshots ----------------------------------------------------------------------------
+    async def snapshot(self) -> None:
+        """Write the folded state as a snapshot, then prune what it makes unnecessary."""
+        await self.flush()
+        self._since_snapshot = 0
+        state = self.state
+        data = self.codec.seal(
+            Record(
+                self.run_id,
+                state.seq,
+                "snapshot",
+                "",
+                time.time(),
+                self.lease.epoch,
+                {"state": msgpack.packb(state.to_dict(), use_bin_type=True)},
+            )
+        )
+        await self.store.put_snapshot(self.run_id, state.seq, data, self.lease)
+        await self.store.prune(self.run_id, self.policy.keep)
+
+
+def _flush_output() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+
+
+def _crash_now() -> None:
+    """RESUMABLE_CRASH_AFTER: die exactly as kill -9 would, right after a durable record."""
+    _flush_output()
+    os.kill(os.getpid(), signal.SIGKILL)
+    asyncio.get_event_loop().stop()  # pragma: no cover - unreachable after SIGKILL

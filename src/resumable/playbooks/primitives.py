@@ -1,0 +1,161 @@
+"""What generated code can call: Step, Say, Return, End and the human-in-the-loop four.
+
+Each primitive is a plain function that does its in-memory part at once - note the
+step, print the line, append the observation - and returns an awaitable whose
+result is journaled like any await. On replay the in-memory part runs again (it is
+deterministic, and printing is muted until replay catches up), while the awaited
+part is answered from the log. Human input lives in the awaited part, so an answer
+given once is never asked for again.
+
+``Return``/``End`` and waiting for a human are control signals: ``BaseException``
+subclasses, so ``except Exception:`` in generated code does not swallow them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+class PlaybookReturn(BaseException):
+    """``Return(value)``: the playbook whose frame raised it is done."""
+
+    def __init__(self, value: Any) -> None:
+        super().__init__(value)
+        self.value = value
+
+
+class ProgramEnd(BaseException):
+    """``End()``: the whole program is done."""
+
+
+class WaitForInput(BaseException):
+    """No human can answer now: checkpoint, mark the run waiting, exit with code 3."""
+
+    def __init__(self, question: dict[str, Any]) -> None:
+        super().__init__(question.get("prompt", ""))
+        self.question = question
+
+
+@dataclass
+class FrameData:
+    """Per-frame runtime data kept in the frame's namespace (so it is checkpointed with it)."""
+
+    playbook: str
+    step: str | None = None
+    turn: int = -1
+    observations: list[str] = field(default_factory=list)
+
+
+class HumanChannel(Protocol):
+    """How a question reaches a human (the runtime implements it)."""
+
+    async def ask(self, kind: str, prompt: str, timeout: float | None, default: Any) -> Any: ...
+
+
+async def _done(value: Any = None) -> Any:
+    return value
+
+
+def _say_line(agent: str, to: str, text: str) -> str:
+    return f"{agent} → {to}: {text}"
+
+
+def make_primitives(
+    agent: str,
+    frame: Callable[[], FrameData],
+    human: HumanChannel,
+) -> dict[str, Any]:
+    """The primitives bound to one frame (``frame()`` returns its FrameData)."""
+
+    def Step(step: str) -> Awaitable[None]:
+        data = frame()
+        data.step = str(step)
+        data.observations.append(f"Step {step}")
+        return _done()
+
+    def Say(to: str, text: Any) -> Awaitable[None]:
+        message = str(text)
+        print(_say_line(agent, str(to), message), flush=False)
+        frame().observations.append(f"Said to {to}: {message}")
+        return _done()
+
+    def Return(value: Any = None) -> Awaitable[None]:
+        raise PlaybookReturn(value)
+
+    def End() -> Awaitable[None]:
+        raise ProgramEnd()
+
+    def Input(prompt: str, *, timeout: float | None = None, default: Any = None) -> Awaitable[Any]:
+        return _ask(frame, human, "input", str(prompt), timeout, default)
+
+    def Approve(
+        prompt: str, *, timeout: float | None = None, default: bool | None = None
+    ) -> Awaitable[bool]:
+        return _ask(frame, human, "approve", str(prompt), timeout, default)
+
+    def Review(
+        content: Any,
+        prompt: str = "Review this",
+        *,
+        timeout: float | None = None,
+        default: Any = None,
+    ) -> Awaitable[Any]:
+        return _ask(frame, human, "review", f"{prompt}:\n{content}", timeout, default)
+
+    def Escalate(
+        reason: str, *, to: str = "human", timeout: float | None = None, default: Any = None
+    ) -> Awaitable[Any]:
+        return _ask(frame, human, "escalate", f"[escalated to {to}] {reason}", timeout, default)
+
+    return {
+        "Step": Step,
+        "Say": Say,
+        "Return": Return,
+        "End": End,
+        "Input": Input,
+        "Approve": Approve,
+        "Review": Review,
+        "Escalate": Escalate,
+    }
+
+
+def _ask(
+    frame: Callable[[], FrameData],
+    human: HumanChannel,
+    kind: str,
+    prompt: str,
+    timeout: float | None,
+    default: Any,
+) -> Awaitable[Any]:
+    frame().observations.append(f"Asked a human ({kind}): {prompt}")
+    return human.ask(kind, prompt, timeout, default)
+
+
+def parse_answer(kind: str, text: str) -> Any:
+    """A human's typed answer as the primitive returns it (Approve gives a bool)."""
+    if kind == "approve":
+        return text.strip().lower() in ("y", "yes", "approve", "approved", "ok", "true", "1")
+    return text
+
+
+async def ask_terminal(prompt: str, timeout: float | None) -> str | None:
+    """Ask on the terminal; None if the timeout passed first."""
+
+    def read() -> str:
+        sys.__stderr__.write(f"{prompt}\n> ") if sys.__stderr__ else None
+        return input()
+
+    task = asyncio.get_running_loop().run_in_executor(None, read)
+    try:
+        return await asyncio.wait_for(task, timeout)
+    except TimeoutError:
+        return None
+
+
+def deadline_passed(asked_at: float, timeout: float | None) -> bool:
+    return timeout is not None and time.time() >= asked_at + timeout

@@ -1,0 +1,505 @@
+"""The agent loop, durably: frames, LLM turns streamed into the executor, human input.
+
+Every call of an LLM playbook runs in a frame whose id is the caller's frame plus
+the await key of the call, so the same call after a resume finds the same frame.
+A frame's turns are LLM calls: the prompt is recorded, the response's chunks are
+recorded (batched, and always before a statement they complete starts running)
+and streamed into the frame's executor. On resume a frame picks up its namespace
+at its last finished statement, replays the statement in progress from its
+journal, feeds the rest of the recorded response, and only asks the LLM for what
+was never received - continuing a cut-off response from its recorded prefix.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextvars
+import inspect
+import os
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from resumable.config import Config
+from resumable.errors import CodeError, LLMError, ProgramError
+from resumable.executor import StreamingPythonExecutor
+from resumable.hooks import HOOK_NAME, HookBase
+from resumable.journal import FrameRecorder, _in_flight
+from resumable.llm.base import LLMProvider, LLMRequest
+from resumable.output import ProgramOutput
+from resumable.playbooks.primitives import (
+    FrameData,
+    PlaybookReturn,
+    ProgramEnd,
+    WaitForInput,
+    ask_terminal,
+    deadline_passed,
+    make_primitives,
+    parse_answer,
+)
+from resumable.playbooks.program import PlaybookSpec, Program, parse_program
+from resumable.playbooks.prompt import first_prompt, from_wire, next_prompt, to_wire
+from resumable.recovery import line_at
+from resumable.rewrite import rewrite_statement
+from resumable.session import RunOutcome, RunSession, new_run_id, store_for
+from resumable.state import FrameState
+from resumable.store.base import RunMeta
+from resumable.streaming import Statement
+
+CHUNK_BATCH = 2048
+"""Streamed text is recorded at least every this many characters."""
+
+_PYTHON_INDEX = 1_000_000
+"""Statement indices of .pb python blocks, apart from any response's."""
+
+
+def playbook(fn: Any = None, **options: Any) -> Any:
+    """Mark an ``async def`` in a .pb python block as a Python playbook."""
+
+    def mark(func: Any) -> Any:
+        func.__playbook__ = options
+        return func
+
+    return mark(fn) if fn is not None else mark
+
+
+class _FrameDispatch(HookBase):
+    """The hook of Python playbooks: their awaits belong to the frame that calls them."""
+
+    def __init__(self, current: contextvars.ContextVar[FrameRecorder | None]) -> None:
+        self._current = current
+
+    async def await_(self, site: str, awaitable: Any) -> Any:
+        recorder = self._current.get()
+        if recorder is None:
+            return await awaitable
+        return await recorder.await_(site, awaitable)
+
+
+class _TurnObserver:
+    """Records pending response text before each statement runs, then delegates."""
+
+    def __init__(self, runtime: PlaybookRuntime, recorder: FrameRecorder, frame_id: str) -> None:
+        self.runtime = runtime
+        self.recorder = recorder
+        self.frame_id = frame_id
+        self.turn = 0
+        self.pending: list[str] = []
+        self.pending_chars = 0
+
+    async def flush(self) -> None:
+        if self.pending:
+            text = "".join(self.pending)
+            self.pending, self.pending_chars = [], 0
+            await self.runtime.session.manager.write(
+                "chunk", self.frame_id, {"t": self.turn, "text": text}
+            )
+
+    async def statement_started(self, statement: Statement, index: int) -> None:
+        await self.flush()
+        await self.recorder.statement_started(statement, index)
+
+    async def statement_finished(
+        self, statement: Statement, index: int, error: CodeError | None
+    ) -> None:
+        await self.recorder.statement_finished(statement, index, error)
+
+
+class PlaybookRuntime:
+    """Runs one program's frames inside a :class:`RunSession`."""
+
+    def __init__(
+        self,
+        session: RunSession,
+        config: Config,
+        program: Program,
+        provider: LLMProvider,
+        *,
+        interactive: bool,
+    ) -> None:
+        self.session = session
+        self.config = config
+        self.program = program
+        self.provider = provider
+        self.interactive = interactive
+        self.output = ProgramOutput(muted=session.resumed)
+        self._current: contextvars.ContextVar[FrameRecorder | None] = contextvars.ContextVar(
+            "resumable_frame", default=None
+        )
+        self._python = self._load_python_playbooks()
+        self._spawned: dict[str, int] = {}
+
+    # -- the program ---------------------------------------------------------------
+    def _load_python_playbooks(self) -> dict[str, Any]:
+        namespace: dict[str, Any] = {
+            "__name__": "resumable_playbooks",
+            HOOK_NAME: _FrameDispatch(self._current),
+            "playbook": playbook,
+        }
+        for number, block in enumerate(self.program.python_blocks):
+            tree = ast.parse(block.source, str(self.program.path))
+            ast.increment_lineno(tree, block.line - 1)
+            tree = rewrite_statement(tree, _PYTHON_INDEX + number)
+            exec(compile(tree, str(self.program.path), "exec"), namespace)
+        return {
+            name: value
+            for name, value in namespace.items()
+            if inspect.iscoroutinefunction(value) and hasattr(value, "__playbook__")
+        }
+
+    def go_live(self) -> None:
+        self.output.go_live()
+
+    async def run(self) -> RunOutcome:
+        entry = self.session.state.entry or self.program.entry
+        with self.output.installed():
+            try:
+                value = await self.run_frame("main", entry, {}, None)
+            except ProgramEnd:
+                value = None
+            except WaitForInput as wait:
+                await self.session.set_status("waiting", wait.question)
+                return RunOutcome(self.session.run_id, "waiting", 3, wait.question["prompt"])
+        await self.session.set_status("completed", {"result": repr(value)})
+        return RunOutcome(self.session.run_id, "completed", 0, result=value)
+
+    # -- frames -------------------------------------------------------------------------
+    def _child_id(self, parent: str, name: str) -> str:
+        key = _in_flight.get()
+        prefix = f"{self.session.run_id}/"
+        if key is not None and key.startswith(prefix + parent + "/"):
+            base = key[len(prefix) :]
+        else:
+            base = f"{parent}/{name}"
+        count = self._spawned.get(base, 0)
+        self._spawned[base] = count + 1
+        return base if count == 0 else f"{base}#{count}"
+
+    def _callable(self, spec: PlaybookSpec, parent: str) -> Any:
+        if spec.kind == "python":
+            return self._python[spec.name]
+        signature = inspect.Signature(
+            [
+                inspect.Parameter(
+                    p.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=_default(p.default)
+                )
+                for p in spec.params
+            ]
+        )
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                bound = signature.bind(*args, **kwargs)
+            except TypeError as exc:
+                raise TypeError(f"{spec.signature()}: {exc}") from None
+            bound.apply_defaults()
+            child = self._child_id(parent, spec.name)
+            return await self.run_frame(child, spec.name, dict(bound.arguments), parent)
+
+        call.__name__ = spec.name
+        call.__doc__ = spec.description
+        return call
+
+    def _namespace(
+        self, spec: PlaybookSpec, frame_id: str, args: Mapping[str, Any]
+    ) -> tuple[dict[str, Any], set[str]]:
+        data = FrameData(spec.name)
+        namespace: dict[str, Any] = {"__frame__": data}
+        fixed = make_primitives(self.program.agent, lambda: namespace["__frame__"], self)
+        for name, other in self.program.playbooks.items():
+            fixed[name] = self._callable(other, frame_id)
+        namespace.update(fixed)
+        namespace.update(args)
+        return namespace, {*fixed, "__builtins__", HOOK_NAME}
+
+    async def run_frame(
+        self, frame_id: str, name: str, args: dict[str, Any], parent: str | None
+    ) -> Any:
+        """Run (or resume) the frame of one LLM playbook call and return its result."""
+        session = self.session
+        manager = session.manager
+        spec = self.program.playbook(name)
+        frame = session.state.frames.get(frame_id)
+        if frame is None or frame.playbook is None:
+            pickled = session.snapshotter.dumps_value(args, {})
+            await manager.write(
+                "frame", frame_id, {"playbook": name, "parent": parent, "args": pickled.data}
+            )
+            frame = session.state.frame(frame_id)
+        elif frame.returned:
+            self._maybe_live(frame, replaying=False)
+            return self._load(frame.result)
+        namespace, exclude = self._namespace(spec, frame_id, args)
+        await session.load_blobs(
+            [*frame.ns_blobs, *(d for e in frame.journal.values() for d in e.blobs)]
+        )
+        if frame.ns is not None:
+            session.snapshotter.restore(frame.ns, load_blob=manager.load_blob_sync, into=namespace)
+        recorder = FrameRecorder(
+            manager,
+            frame_id,
+            namespace,
+            session.snapshotter,
+            turn=max(frame.turn, 0),
+            replay_index=frame.journal_stmt,
+            replay=frame.journal,
+            on_live=self.go_live,
+            exclude=exclude,
+        )
+        recorder.set_previous_namespace(frame.ns)
+        self._maybe_live(frame, replaying=bool(frame.journal))
+        token = self._current.set(recorder)
+        try:
+            return await self._turns(spec, frame, namespace, recorder, args)
+        except PlaybookReturn as done:
+            pickled = session.snapshotter.dumps_value(done.value, namespace)
+            await manager.write("return", frame_id, {"v": pickled.data})
+            return done.value
+        finally:
+            self._current.reset(token)
+
+    def _maybe_live(self, frame: FrameState, *, replaying: bool) -> None:
+        if not replaying and frame.last_seq >= self.session.manager.replay_until:
+            self.go_live()
+
+    def _load(self, data: bytes | None) -> Any:
+        if data is None:
+            return None
+        return self.session.snapshotter.loads_value(
+            data, load_blob=self.session.manager.load_blob_sync, ns={}
+        )
+
+    async def _turns(
+        self,
+        spec: PlaybookSpec,
+        frame: FrameState,
+        namespace: dict[str, Any],
+        recorder: FrameRecorder,
+        args: Mapping[str, Any],
+    ) -> Any:
+        manager = self.session.manager
+        observer = _TurnObserver(self, recorder, frame.frame_id)
+        executor = StreamingPythonExecutor(namespace, hook=recorder, observer=observer)
+        limit = self.config.runtime.max_llm_calls
+        resuming = frame.current_turn() is not None
+        while True:
+            turn = frame.current_turn()
+            data: FrameData = namespace["__frame__"]
+            if not resuming:
+                if len(frame.turns) >= limit:
+                    raise LLMError(
+                        f"playbook {spec.name} made {limit} LLM calls without Return() or End(); "
+                        "raise [runtime] max_llm_calls or fix the playbook",
+                        frame=frame.frame_id,
+                    )
+                if turn is None:
+                    messages = first_prompt(self.program, spec, dict(args))
+                else:
+                    messages = next_prompt(from_wire(turn.prompt), turn.text, data.observations)
+                index = len(frame.turns)
+                await manager.write(
+                    "turn", frame.frame_id, {"t": index, "prompt": to_wire(messages)}
+                )
+                turn = frame.current_turn()
+            resuming = False
+            assert turn is not None
+            if data.turn != turn.index:
+                data.observations = []
+                data.turn = turn.index
+            recorder.turn = observer.turn = turn.index
+            text = turn.text
+            executor.start_response(
+                filename=f"<{spec.name} response {turn.index + 1}>",
+                offset=frame.offset,
+                line=line_at(text, frame.offset),
+                index=frame.next_index,
+            )
+            failure = self._turn_failure(frame, turn.index)
+            if failure is None:
+                if frame.offset < len(text):
+                    await executor.add_chunk(text[frame.offset :])
+                if not turn.complete and not executor.failed:
+                    await self._stream(spec, frame, turn.index, executor, observer)
+                result = await executor.finalize()
+                await observer.flush()
+                if result.error is not None:
+                    failure = {
+                        "message": result.error.message,
+                        "traceback": getattr(result.error, "traceback", ""),
+                    }
+            if failure is not None:
+                data.observations.append(f"Error: {failure['message']}\n{failure['traceback']}")
+
+    @staticmethod
+    def _turn_failure(frame: FrameState, turn: int) -> dict[str, Any] | None:
+        """The error that already stopped this turn's response, if one did."""
+        for error in frame.errors:
+            if error.get("t") == turn:
+                return error
+        return None
+
+    async def _stream(
+        self,
+        spec: PlaybookSpec,
+        frame: FrameState,
+        index: int,
+        executor: StreamingPythonExecutor,
+        observer: _TurnObserver,
+    ) -> None:
+        turn = frame.turns[index]
+        request = LLMRequest(
+            tuple(from_wire(turn.prompt)), spec.name, index + 1, frame.frame_id, prefix=turn.text
+        )
+        started = time.monotonic()
+        async for chunk in self.provider.stream(request):
+            observer.pending.append(chunk)
+            observer.pending_chars += len(chunk)
+            if observer.pending_chars >= CHUNK_BATCH:
+                await observer.flush()
+            await executor.add_chunk(chunk)
+            if executor.failed:
+                break  # the rest of this response will not run: stop paying for it
+        await observer.flush()
+        usage = self.provider.last_usage
+        await self.session.manager.write(
+            "turn_end",
+            frame.frame_id,
+            {
+                "t": index,
+                "usage": None if usage is None else [usage.prompt_tokens, usage.completion_tokens],
+                "ms": round((time.monotonic() - started) * 1000, 1),
+            },
+        )
+
+    # -- human input ------------------------------------------------------------------------
+    async def ask(self, kind: str, prompt: str, timeout: float | None, default: Any) -> Any:
+        key = _in_flight.get() or f"{self.session.run_id}/unkeyed/{kind}"
+        state = self.session.state
+        if key in state.answers:
+            return parse_answer(kind, str(state.answers[key]))
+        asked = state.asks.get(key)
+        if asked is None:
+            await self.session.manager.write(
+                "ask",
+                "main",
+                {"key": key, "kind": kind, "prompt": prompt, "timeout": timeout, "at": time.time()},
+            )
+            asked = state.asks[key]
+        if deadline_passed(asked["at"], timeout):
+            return default
+        if self.interactive:
+            remaining = None if timeout is None else max(0.0, asked["at"] + timeout - time.time())
+            text = await ask_terminal(prompt, remaining)
+            return default if text is None else parse_answer(kind, text)
+        raise WaitForInput(
+            {"key": key, "kind": kind, "prompt": prompt, "timeout": timeout, "at": asked["at"]}
+        )
+
+
+def _default(text: str | None) -> Any:
+    """A playbook parameter's default: a Python literal, else the text itself."""
+    if text is None:
+        return inspect.Parameter.empty
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def _absolute(path: Path) -> str:
+    """Where the program lives, so a resume from another folder still finds its responses."""
+    return os.path.abspath(path)
+
+
+def _interactive(config: Config, no_input: bool) -> bool:
+    return not (no_input or config.runtime.no_input) and sys.stdin.isatty()
+
+
+def _provider(config: Config, program_path: Path, env: Mapping[str, str]) -> LLMProvider:
+    from resumable.llm import make_provider
+
+    llm = config.llm
+    responses = str(config.resolve_path(llm.responses)) if llm.responses else ""
+    return make_provider(
+        provider=llm.provider,
+        responses=responses or None,
+        base_url=llm.base_url,
+        model=llm.model,
+        api_key_env=llm.api_key_env,
+        timeout_seconds=llm.timeout_seconds,
+        max_retries=llm.max_retries,
+        temperature=llm.temperature,
+        chunk_delay_seconds=llm.chunk_delay_seconds,
+        seed=llm.seed,
+        program_path=program_path,
+        env=env,
+    )
+
+
+async def run_program(
+    path: Path,
+    config: Config,
+    *,
+    env: Mapping[str, str],
+    run_id: str | None = None,
+    no_input: bool = False,
+    on_start: Any = None,
+) -> RunOutcome:
+    """Run a .pb program from its start."""
+    from resumable.playbooks.program import load_program
+
+    program = load_program(path)
+    provider = _provider(config, path, env)
+    if not config.durability.enabled:
+        raise ProgramError(
+            "[durability] enabled = false is supported by `resumable exec` only; "
+            "playbooks always run durably",
+            path=str(path),
+        )
+    store = store_for(config.durability, config)
+    async with store:
+        meta = RunMeta(run_id or new_run_id(), program=str(path), kind="playbook")
+        first = {
+            "program": _absolute(path),
+            "kind": "playbook",
+            "source": program.source,
+            "entry": program.entry,
+        }
+        session = await RunSession.create(store, config, meta, first, env=env)
+        if on_start is not None:
+            on_start(session.run_id)
+        try:
+            runtime = PlaybookRuntime(
+                session, config, program, provider, interactive=_interactive(config, no_input)
+            )
+            return await runtime.run()
+        finally:
+            await provider.aclose()
+            await session.close()
+
+
+async def drive_playbook(
+    session: RunSession,
+    config: Config,
+    *,
+    env: Mapping[str, str],
+    no_input: bool = False,
+    **_: Any,
+) -> RunOutcome:
+    """Resume a playbook run attached in ``session``: the recorded program text runs."""
+    state = session.state
+    path = Path(state.program)
+    program = parse_program(state.source, path)
+    provider = _provider(config, path, env)
+    try:
+        if state.status in ("completed", "failed"):
+            return RunOutcome(session.run_id, state.status, 0 if state.status == "completed" else 1)
+        runtime = PlaybookRuntime(
+            session, config, program, provider, interactive=_interactive(config, no_input)
+        )
+        return await runtime.run()
+    finally:
+        await provider.aclose()
+        await session.close()

@@ -1,0 +1,334 @@
+"""Operations on stored runs: list, show, fork, collect garbage.
+
+These only read (``list_runs``, ``show_run``) or write new things (``fork_run``) or
+remove what the user asked to remove (``collect_garbage``); none of them changes
+an existing checkpoint.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from resumable.errors import RunNotFoundError, UsageError
+from resumable.records import Record, RecordCodec
+from resumable.recovery import RecoveryCoordinator, executed_code, line_at, remaining_code
+from resumable.session import new_run_id, owner_name
+from resumable.snapshot import Snapshotter
+from resumable.store.base import CheckpointStore, RunMeta, RunSummary, StoredRecord
+
+
+@dataclass(frozen=True, slots=True)
+class RunRow:
+    run_id: str
+    program: str
+    kind: str
+    status: str
+    records: int
+    last_checkpoint: float | None
+    created: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "program": self.program,
+            "kind": self.kind,
+            "status": self.status,
+            "records": self.records,
+            "last_checkpoint": self.last_checkpoint,
+            "created": self.created,
+        }
+
+
+async def list_runs(store: CheckpointStore) -> list[RunRow]:
+    rows = []
+    for summary in await store.list_runs():
+        meta = summary.meta
+        rows.append(
+            RunRow(
+                meta.run_id,
+                meta.program,
+                meta.kind,
+                summary.status,
+                summary.last_seq,
+                summary.last_write,
+                meta.created_at,
+            )
+        )
+    return rows
+
+
+async def latest_resumable(store: CheckpointStore) -> str:
+    """The newest run that can be resumed (crashed or waiting)."""
+    summaries: list[RunSummary] = await store.list_runs()
+    for summary in summaries:
+        if summary.status in ("crashed", "waiting", "pending"):
+            return summary.meta.run_id
+    raise RunNotFoundError(
+        "no run can be resumed (none crashed or is waiting); see `resumable runs`",
+        run_id=None,
+    )
+
+
+@dataclass
+class FrameView:
+    frame_id: str
+    playbook: str | None
+    parent: str | None
+    turn: int
+    statement: int
+    executed: str
+    remaining: str
+    marker_line: int
+    in_flight: list[str]
+    variables: dict[str, str]
+    lost: dict[str, str]
+    llm_calls: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "frame_id": self.frame_id,
+            "playbook": self.playbook,
+            "parent": self.parent,
+            "turn": self.turn,
+            "statement": self.statement,
+            "executed": self.executed,
+            "remaining": self.remaining,
+            "marker_line": self.marker_line,
+            "completed_awaits": self.in_flight,
+            "variables": self.variables,
+            "lost": self.lost,
+            "llm_calls": self.llm_calls,
+        }
+
+
+@dataclass
+class RunView:
+    run_id: str
+    program: str
+    kind: str
+    status: str
+    seq: int
+    problems: list[str]
+    frames: list[FrameView]
+    detail: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "program": self.program,
+            "kind": self.kind,
+            "status": self.status,
+            "seq": self.seq,
+            "problems": self.problems,
+            "detail": self.detail,
+            "frames": [f.to_json() for f in self.frames],
+        }
+
+
+async def show_run(
+    store: CheckpointStore, codec: RecordCodec, run_id: str, *, at: int | None = None
+) -> RunView:
+    """The run as of record ``at``: call stack, variables, executed and remaining code."""
+    coordinator = RecoveryCoordinator(store, codec)
+    loaded = await coordinator.load(run_id, at=at)
+    state = loaded.state
+    status = state.status
+    for summary in await store.list_runs():
+        if summary.meta.run_id == run_id and at is None:
+            status = summary.status
+    snapshotter = Snapshotter()
+    frames = []
+    for frame in state.frames.values():
+        blobs: dict[str, bytes] = {}
+        for digest in frame.ns_blobs:
+            blobs[digest] = codec.open_blob(run_id, digest, await store.get_blob(run_id, digest))
+        variables: dict[str, str] = {}
+        if frame.ns is not None:
+            namespace: dict[str, Any] = {}
+            snapshotter.restore(frame.ns, load_blob=blobs.__getitem__, into=namespace)
+            for name, value in namespace.items():
+                if name.startswith("__") or name in frame.lost:
+                    continue
+                variables[name] = _short_repr(value)
+        turn = frame.current_turn()
+        text = turn.text if turn else ""
+        llm_calls = [
+            {
+                "turn": t.index,
+                "complete": t.complete,
+                "chars": len(t.text),
+                "usage": t.usage,
+                "ms": t.ms,
+                "prompt": t.prompt,
+                "response": t.text,
+            }
+            for t in frame.turns
+            if t.prompt is not None
+        ]
+        frames.append(
+            FrameView(
+                frame.frame_id,
+                frame.playbook,
+                frame.parent,
+                frame.turn,
+                frame.next_index,
+                executed_code(frame),
+                remaining_code(state, frame),
+                line_at(text, frame.offset),
+                [e.site for _, e in sorted(frame.journal.items())],
+                variables,
+                dict(frame.lost),
+                llm_calls,
+            )
+        )
+    return RunView(
+        run_id,
+        state.program,
+        state.kind,
+        status,
+        state.seq,
+        loaded.problems,
+        frames,
+        state.detail,
+    )
+
+
+def _short_repr(value: Any, limit: int = 120) -> str:
+    try:
+        text = repr(value)
+    except Exception as exc:  # a user's __repr__ may raise
+        text = f"<unrepresentable: {type(exc).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+async def fork_run(
+    store: CheckpointStore, codec: RecordCodec, run_id: str, *, at: int, new_id: str | None = None
+) -> str:
+    """Copy records 1..``at`` of a run into a new run that can be resumed from there."""
+    meta = await store.get_meta(run_id)
+    result = await store.read(run_id, 0)
+    records = [r for r in result.records if r.seq <= at]
+    if not records or records[0].seq != 1:
+        raise UsageError(
+            f"run {run_id} no longer holds its records from 1 (older ones were pruned); "
+            "fork at a record after its oldest snapshot",
+            run_id=run_id,
+        )
+    if records[-1].seq < at:
+        raise UsageError(
+            f"run {run_id} has {records[-1].seq} records; choose --at between 1 and "
+            f"{records[-1].seq}",
+            run_id=run_id,
+        )
+    fork_id = new_id or new_run_id()
+    now = time.time()
+    fork_meta = RunMeta(
+        fork_id,
+        meta.program,
+        kind=meta.kind,
+        status="running",
+        created_at=now,
+        updated_at=now,
+        parent=run_id,
+        extra={**meta.extra, "forked_at": at},
+    )
+    await store.create_run(fork_meta)
+    lease = await store.acquire(fork_id, owner_name())
+    try:
+        copied: list[StoredRecord] = []
+        digests: set[str] = set()
+        for stored in records:
+            record = codec.open(stored.data, run_id=run_id, seq=stored.seq)
+            digests.update(record.body.get("b") or ())
+            if record.kind == "status":
+                continue
+            copy = Record(
+                fork_id,
+                len(copied) + 1,
+                record.kind,
+                record.frame,
+                record.time,
+                lease.epoch,
+                record.body,
+            )
+            copied.append(StoredRecord(copy.seq, lease.epoch, codec.seal(copy)))
+        for digest in sorted(digests):
+            plain = codec.open_blob(run_id, digest, await store.get_blob(run_id, digest))
+            await store.put_blob(fork_id, digest, codec.seal_blob(fork_id, digest, plain))
+        await store.append(fork_id, copied, lease)
+    finally:
+        await store.release(lease)
+    await store.put_meta(replace(fork_meta, owner=None))
+    return fork_id
+
+
+@dataclass(frozen=True, slots=True)
+class GarbageReport:
+    deleted_runs: list[str]
+    pruned_records: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"deleted_runs": self.deleted_runs, "pruned_records": self.pruned_records}
+
+
+async def collect_garbage(
+    store: CheckpointStore,
+    *,
+    older_than_days: float,
+    keep: int,
+    dry_run: bool = False,
+    env: Mapping[str, str] | None = None,
+) -> GarbageReport:
+    """Delete finished runs older than the cutoff; prune the snapshots of the others."""
+    cutoff = time.time() - older_than_days * 86400
+    deleted: list[str] = []
+    pruned = 0
+    for summary in await store.list_runs():
+        meta = summary.meta
+        if summary.status in ("completed", "failed") and meta.updated_at < cutoff:
+            deleted.append(meta.run_id)
+            if not dry_run:
+                await store.delete_run(meta.run_id)
+        elif not summary.live and not dry_run:
+            pruned += await store.prune(meta.run_id, keep)
+    return GarbageReport(deleted, pruned)
+
+
+async def answer_run(store: CheckpointStore, codec: RecordCodec, run_id: str, text: str) -> str:
+    """Record a human's answer to the question a waiting run asked; returns the question."""
+    meta = await store.get_meta(run_id)
+    loaded = await RecoveryCoordinator(store, codec).load(run_id)
+    state = loaded.state
+    question = state.detail if state.status == "waiting" else {}
+    key = question.get("key")
+    if meta.status != "waiting" or not key:
+        raise UsageError(
+            f"run {run_id} is not waiting for input (status {meta.status}); see `resumable runs`",
+            run_id=run_id,
+        )
+    if key in state.answers:
+        raise UsageError(
+            f"run {run_id} already has an answer to {question.get('prompt', '')!r}; "
+            f"continue it with `resumable resume {run_id}`",
+            run_id=run_id,
+        )
+    lease = await store.acquire(run_id, owner_name())
+    try:
+        record = Record(
+            run_id,
+            state.seq + 1,
+            "answer",
+            "main",
+            time.time(),
+            lease.epoch,
+            {"key": key, "value": text},
+        )
+        await store.append(
+            run_id, [StoredRecord(record.seq, lease.epoch, codec.seal(record))], lease
+        )
+    finally:
+        await store.release(lease)
+    return str(question.get("prompt", ""))

@@ -1,0 +1,174 @@
+"""Run a plain async Python script durably: ``resumable exec SCRIPT.py``.
+
+The script is one response of one frame (``main``): its source is recorded in the
+run's first record, so a resume runs exactly that text, never a file that may have
+changed since, and it is fed to the executor in chunks as a stream would be.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from resumable.config import Config
+from resumable.errors import CodeError, ProgramError
+from resumable.executor import StreamingPythonExecutor
+from resumable.journal import FrameRecorder
+from resumable.output import ProgramOutput
+from resumable.recovery import line_at
+from resumable.session import RunOutcome, RunSession, new_run_id, store_for
+from resumable.store.base import RunMeta
+
+CHUNK = 4096
+
+ProgressCallback = Callable[[int, int], None]
+"""Called with (statements run, records written) after each statement."""
+
+
+def read_script(path: Path) -> str:
+    """The script's text, refused with a clear line if it is missing or does not parse."""
+    try:
+        source = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ProgramError(f"{path}: no such file; check the path", path=str(path)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ProgramError(f"{path}: cannot be read ({exc})", path=str(path)) from None
+    try:
+        ast.parse(source, str(path))
+    except SyntaxError as exc:
+        raise ProgramError(
+            f"{path}:{exc.lineno}: the script does not parse: {exc.msg}; fix it and run again",
+            path=str(path),
+            line=exc.lineno,
+        ) from None
+    return source
+
+
+async def exec_script(
+    path: Path,
+    config: Config,
+    *,
+    env: Mapping[str, str],
+    run_id: str | None = None,
+    progress: ProgressCallback | None = None,
+    on_start: Callable[[str], None] | None = None,
+) -> RunOutcome:
+    """Run a script from its start; durably unless ``[durability] enabled = false``."""
+    source = read_script(path)
+    if not config.durability.enabled:
+        executor = StreamingPythonExecutor(filename=str(path))
+        result = await _feed(executor, source)
+        return _outcome("", result.error)
+    store = store_for(config.durability, config)
+    async with store:
+        meta = RunMeta(run_id or new_run_id(), program=str(path), kind="script")
+        first = {"program": str(path), "kind": "script", "source": source}
+        session = await RunSession.create(store, config, meta, first, env=env)
+        if on_start is not None:
+            on_start(session.run_id)
+        try:
+            return await drive_script(session, config, env=env, progress=progress)
+        finally:
+            await session.close()
+
+
+async def drive_script(
+    session: RunSession,
+    config: Config,
+    *,
+    env: Mapping[str, str],
+    progress: ProgressCallback | None = None,
+    **_: Any,
+) -> RunOutcome:
+    """Run the script from where the session's state stands to its end."""
+    state = session.state
+    frame = state.frame("main")
+    source = state.source
+    if state.status in ("completed", "failed"):
+        return _finished(session)
+    if frame.errors:  # the script already failed; only its status record was lost
+        error = frame.errors[-1]
+        await session.set_status("failed", {"error": error["message"]})
+        return RunOutcome(session.run_id, "failed", 1, error.get("traceback") or error["message"])
+    namespace: dict[str, Any] = {}
+    await session.load_blobs(
+        [*frame.ns_blobs, *(d for e in frame.journal.values() for d in e.blobs)]
+    )
+    if frame.ns is not None:
+        session.snapshotter.restore(
+            frame.ns, load_blob=session.manager.load_blob_sync, into=namespace
+        )
+    replay_pending = (
+        bool(frame.journal) and max(e.seq for e in frame.journal.values()) >= state.last_event_seq
+    )
+    output = ProgramOutput(muted=session.resumed and replay_pending)
+    recorder = FrameRecorder(
+        session.manager,
+        "main",
+        namespace,
+        session.snapshotter,
+        replay_index=frame.journal_stmt,
+        replay=frame.journal,
+        on_live=output.go_live,
+    )
+    recorder.set_previous_namespace(frame.ns)
+    observer: Any = recorder
+    if progress is not None:
+        observer = _Progress(recorder, session, progress)
+    executor = StreamingPythonExecutor(
+        namespace, hook=recorder, observer=observer, filename=state.program
+    )
+    executor.start_response(
+        offset=frame.offset, line=line_at(source, frame.offset), index=frame.next_index
+    )
+    if session.meta.status != "running":
+        await session.set_status("running")
+    with output.installed():
+        result = await _feed(executor, source[frame.offset :])
+    await session.manager.flush()
+    outcome = _outcome(session.run_id, result.error)
+    detail = {"error": result.error.message} if result.error else {}
+    await session.set_status("failed" if result.error else "completed", detail)
+    return outcome
+
+
+async def _feed(executor: StreamingPythonExecutor, text: str) -> Any:
+    for start in range(0, len(text), CHUNK):
+        await executor.add_chunk(text[start : start + CHUNK])
+        if executor.failed:
+            break
+    return await executor.finalize()
+
+
+def _outcome(run_id: str, error: CodeError | None) -> RunOutcome:
+    if error is None:
+        return RunOutcome(run_id, "completed", 0)
+    return RunOutcome(run_id, "failed", 1, getattr(error, "traceback", "") or error.message)
+
+
+def _finished(session: RunSession) -> RunOutcome:
+    status = session.state.status
+    return RunOutcome(session.run_id, status, 0 if status == "completed" else 1, "")
+
+
+class _Progress:
+    """Observer wrapper that reports progress after each statement."""
+
+    def __init__(self, inner: FrameRecorder, session: RunSession, report: ProgressCallback) -> None:
+        self.inner = inner
+        self.session = session
+        self.report = report
+        self.count = 0
+
+    async def statement_started(self, statement: Any, index: int) -> None:
+        await self.inner.statement_started(statement, index)
+
+    async def statement_finished(self, statement: Any, index: int, error: Any) -> None:
+        await self.inner.statement_finished(statement, index, error)
+        self.count += 1
+        self.report(self.count, self.session.manager.written)
+
+
+__all__ = ["drive_script", "exec_script", "read_script"]

@@ -1,0 +1,76 @@
+"""Real processes for crash tests: run, kill, resume, compare with an uninterrupted run."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "examples"
+
+
+@dataclass(frozen=True)
+class Result:
+    code: int
+    stdout: str
+    stderr: str
+
+
+def _env(env: dict[str, str] | None) -> dict[str, str]:
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("RESUMABLE_")}
+    full_env.update(env or {})
+    full_env.setdefault("RESUMABLE_DURABILITY_SYNC", "flush")
+    return full_env
+
+
+def start(
+    args: list[str], cwd: Path, *, env: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
+    """Start `resumable` in the background (to be killed from outside)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "resumable", *args],
+        cwd=cwd,
+        env=_env(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+
+
+def wait_for_file(path: Path, *, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{path} never appeared")
+        time.sleep(0.01)
+
+
+def resumable(
+    args: list[str],
+    cwd: Path,
+    *,
+    env: dict[str, str] | None = None,
+    timeout: float = 60,
+    stdin: str | None = None,
+) -> Result:
+    """Run the `resumable` command in a fresh Python process."""
+    completed = subprocess.run(
+        [sys.executable, "-m", "resumable", *args],
+        cwd=cwd,
+        env=_env(env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        input=stdin if stdin is not None else "",
+    )
+    return Result(completed.returncode, completed.stdout, completed.stderr)
+
+
+def strip_run(lines: list[str], run_id: str) -> list[str]:
+    """Ledger lines without the run id, so two runs' ledgers compare."""
+    return [line.replace(run_id, "RUN", 1) for line in lines]
