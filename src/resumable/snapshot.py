@@ -286,6 +286,7 @@ class _Pickler(cloudpickle.Pickler):  # type: ignore[misc]
         self.pids: dict[int, tuple[str, ...]] = {}
         self.by_name = False  # await results: the program's classes/functions as names
         self.inline: dict[int, str] = {}
+        self.by_reference = owner._by_reference
 
     def persistent_id(self, obj: Any) -> Any:
         t = type(obj)
@@ -306,7 +307,7 @@ class _Pickler(cloudpickle.Pickler):  # type: ignore[misc]
             elif t is _LRU_CACHE:
                 mine = getattr(obj.__wrapped__, "__globals__", None) is self.ns
             else:
-                mine = isinstance(obj, type) and not _cp._should_pickle_by_reference(obj)
+                mine = isinstance(obj, type) and not self._by_reference(obj)
             if mine and _resolve(self.ns, obj.__qualname__) is obj:
                 return self._emit(("r", obj.__qualname__))
         return None
@@ -317,6 +318,15 @@ class _Pickler(cloudpickle.Pickler):  # type: ignore[misc]
             self.inline[id(part)] = part
         return pid
 
+    def _by_reference(self, obj: Any) -> bool:
+        """Whether cloudpickle saves ``obj`` (a function or class) as module + name; cached."""
+        if id(obj) in self.by_reference:
+            return True
+        if _cp._should_pickle_by_reference(obj):
+            self.by_reference[id(obj)] = obj
+            return True
+        return False
+
     def reducer_override(self, obj: Any) -> Any:
         t = type(obj)
         reduce = self.reducers.get(t)
@@ -325,6 +335,8 @@ class _Pickler(cloudpickle.Pickler):  # type: ignore[misc]
         if t is types.FunctionType:
             if obj.__globals__ is self.ns:
                 return self._program_function_reduce(obj)
+            if self._by_reference(obj):
+                return NotImplemented
         elif t is types.CellType:
             try:
                 return (_make_cell, (), (obj.cell_contents,), None, None, _fill_cell)
@@ -334,7 +346,11 @@ class _Pickler(cloudpickle.Pickler):  # type: ignore[misc]
             if sys.modules.get(obj.__name__) is obj:
                 return (_make_module, (obj.__name__, self.owner._submodules(obj.__name__)))
         elif issubclass(t, type):
+            if id(obj) in self.by_reference:
+                return NotImplemented
             rv = super().reducer_override(obj)
+            if rv is NotImplemented:
+                self.by_reference[id(obj)] = obj
             if rv is not NotImplemented and rv[0] in _SKELETONS:
                 rv[2][0].pop("__slotnames__", None)  # copyreg's cache: pickles stay reproducible
                 if not self.by_name and _resolve(self.ns, obj.__qualname__) is obj:
@@ -436,7 +452,6 @@ class Snapshotter:
         self.blob_threshold = blob_threshold
         self.registry = default_registry if reducers is None else reducers
         self._buffer = io.BytesIO()
-        self._pickler = _Pickler(self, self._buffer)
         self._digests: dict[int, tuple[object, str]] = {}  # id -> (the object, kept alive; digest)
         self._seen: set[int] = set()
         self._handed_out: set[str] = set()
@@ -444,6 +459,9 @@ class Snapshotter:
         self._referenced: set[str] = set()
         self._lost: dict[str, tuple[object, str, bool]] = {}  # name -> (value, reason, intrinsic)
         self._submodule_cache: dict[str, tuple[int, tuple[str, ...]]] = {}
+        # Functions and classes saved as module + name, so they are looked up once (kept alive).
+        self._by_reference: dict[int, object] = {}
+        self._pickler = _Pickler(self, self._buffer)
 
     # -- namespaces ------------------------------------------------------------------------
     def capture(
@@ -678,7 +696,7 @@ class Snapshotter:
 
     def _is_plain(self, value: Any) -> bool:
         """None, numbers, small str/bytes and small containers of those: the C pickler's job."""
-        stack, budget, limit = [value], 256, self.blob_threshold
+        stack, budget, limit = [value], 64, self.blob_threshold
         while stack:
             item = stack.pop()
             t = type(item)
