@@ -487,6 +487,12 @@ def test_tampered_blob_is_refused() -> None:
         Snapshotter().restore(capture.data, load_blob=store.__getitem__, into={})
 
 
+def test_missing_blob_is_a_record_error() -> None:
+    capture = Snapshotter(blob_threshold=10).capture({"b": b"a" * 50})
+    with pytest.raises(RecordError, match="missing"):
+        Snapshotter().restore(capture.data, load_blob=Store().__getitem__, into={})
+
+
 def test_unknown_blob_codec_is_refused() -> None:
     store = Store()
     capture = store.keep(Snapshotter(blob_threshold=10).capture({"b": b"a" * 50}))

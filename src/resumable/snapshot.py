@@ -639,7 +639,12 @@ class Snapshotter:
         return b"".join((_EXTERNAL_BLOB, len(key).to_bytes(2, "big"), key, payload))
 
     def _load_blob(self, digest: str, load_blob: Callable[[str], bytes]) -> Any:
-        data = load_blob(digest)
+        try:
+            data = load_blob(digest)
+        except LookupError as exc:
+            raise RecordError(
+                f"blob {digest} that a checkpoint refers to is missing", digest=digest
+            ) from exc
         if hashlib.sha256(data).hexdigest() != digest:
             raise IntegrityError(f"blob {digest} does not match its digest", digest=digest)
         tag = data[:1]
