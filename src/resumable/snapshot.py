@@ -467,7 +467,10 @@ class Snapshotter:
     def capture(
         self, ns: Mapping[str, Any], *, exclude: Container[str] = _DEFAULT_EXCLUDE
     ) -> Capture:
-        """Pickle every variable of ``ns`` but ``exclude``; unpicklable ones are left out."""
+        """Pickle every variable of ``ns`` but ``exclude``; unpicklable ones are left out.
+
+        A variable newly left out gets a :class:`CheckpointWarning` naming it and the reason.
+        """
         pids: dict[int, tuple[str, ...]] = {id(ns): _NS_PID}
         values: dict[str, Any] = {}
         lost: dict[str, str] = {}
@@ -509,7 +512,10 @@ class Snapshotter:
     def restore(
         self, data: bytes, *, load_blob: Callable[[str], bytes], into: dict[str, Any]
     ) -> dict[str, str]:
-        """Fill ``into`` from a capture; returns the lost variables, now bound to placeholders."""
+        """Fill ``into`` from a capture; returns the lost variables, now bound to placeholders.
+
+        Put the hook and ``__builtins__`` in ``into`` first: references to them resolve there.
+        """
         _check_codec(data, _NAMESPACE_CODEC)
         values, lost = _Unpickler(self, data, load_blob, into).load()
         into.update(values)
@@ -713,11 +719,12 @@ class Snapshotter:
             if t is str or t is bytes:
                 if len(item) > limit:
                     return False
-            elif t is list or t is tuple or t is set or t is frozenset:
+            elif t is list or t is tuple or t is set or t is frozenset or t is dict:
+                if len(item) > budget:
+                    return False
                 stack.extend(item)
-            elif t is dict:
-                stack.extend(item)
-                stack.extend(item.values())
+                if t is dict:
+                    stack.extend(item.values())
             else:
                 return False
         return True
