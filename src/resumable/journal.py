@@ -41,15 +41,10 @@ _in_flight: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 )
 
 
-class _RootAwait:
-    """The journaled await in flight, so tasks it spawned can derive keys from it."""
-
-    key: str | None = None
-    task: asyncio.Task[Any] | None = None
-    children: dict[asyncio.Task[Any], str] = {}  # noqa: RUF012 - replaced, never mutated shared
-
-
-_root = _RootAwait()
+_active: contextvars.ContextVar[FrameRecorder | None] = contextvars.ContextVar(
+    "resumable_recorder", default=None
+)
+"""The recorder whose statement is running; tasks the statement spawns inherit it."""
 
 
 def idempotency_key() -> str:
@@ -59,11 +54,13 @@ def idempotency_key() -> str:
     running when the process died). In a task spawned by the statement (``gather``,
     ``create_task``) it is the spawning await's key plus the task's rank in asking.
     """
+    recorder = _active.get()
     task = asyncio.current_task()
-    if _root.key is not None and task is not _root.task and task is not None:
-        child = _root.children.get(task)
+    if recorder is not None and task is not recorder._task and recorder._root_key is not None:
+        children = recorder._children
+        child = children.get(task)
         if child is None:
-            child = _root.children[task] = f"{_root.key}/{len(_root.children) + 1}"
+            child = children[task] = f"{recorder._root_key}/{len(children) + 1}"
         return child
     key = _in_flight.get()
     if key is None:
@@ -117,6 +114,8 @@ class FrameRecorder(HookBase):
         self._task: asyncio.Task[Any] | None = None
         self._last_ns: bytes | None = None
         self._key_prefix = f"{manager.run_id}/{frame_id}/"
+        self._root_key: str | None = None
+        self._children: dict[asyncio.Task[Any] | None, str] = {}
 
     def set_previous_namespace(self, data: bytes | None) -> None:
         """The namespace pickle the log already holds, so an unchanged one is not rewritten."""
@@ -127,6 +126,7 @@ class FrameRecorder(HookBase):
         self._index = index
         self._next_key = 0
         self._task = asyncio.current_task()
+        _active.set(self)
         if index == self._replay_index:
             self._replay = self._pending_replay
             self._pending_replay = {}
@@ -225,8 +225,9 @@ class FrameRecorder(HookBase):
                 self._replayed(entry)
         full_key = f"{self._key_prefix}{self.turn}.{self._index}.{key}"
         token = _in_flight.set(full_key)
-        saved = _root.key, _root.task, _root.children
-        _root.key, _root.task, _root.children = full_key, self._task, {}
+        active = _active.set(self)
+        saved = self._root_key, self._children
+        self._root_key, self._children = full_key, {}
         try:
             result = await awaitable
         except Exception as exc:
@@ -234,7 +235,8 @@ class FrameRecorder(HookBase):
             raise
         finally:
             _in_flight.reset(token)
-            _root.key, _root.task, _root.children = saved
+            _active.reset(active)
+            self._root_key, self._children = saved
         await self._record(key, site, "v", result)
         return result
 

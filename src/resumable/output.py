@@ -1,72 +1,81 @@
 """What the program prints, kept apart from what the runtime says.
 
-During a run ``sys.stdout``/``sys.stderr`` are taps in front of the real streams.
-On resume the statement that was in progress runs again up to the point of the
-last durable record; everything it prints on the way was already printed by the
-process that died, so the taps stay muted until replay passes that point. The
-runtime's own messages (progress, warnings) go to the real stderr, never through
-the taps, so ``resumable exec x.py > out`` captures exactly the program's output.
+During a run, ``sys.stdout``/``sys.stderr`` are routers in front of the real streams:
+what a run's code prints goes through that run's :class:`ProgramOutput` (found in a
+context variable, so concurrent runs in one worker do not share it). On resume the
+statement that was in progress runs again up to the point of the last durable
+record; everything it prints on the way was already printed by the process that
+died, so the run's output stays muted until replay passes that point. The runtime's
+own messages go to the real stderr, so ``resumable exec x.py > out`` captures exactly
+the program's output.
 """
 
 from __future__ import annotations
 
+import contextvars
 import io
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TextIO
 
+_current: contextvars.ContextVar[ProgramOutput | None] = contextvars.ContextVar(
+    "resumable_output", default=None
+)
 
-class OutputTap(io.TextIOBase):
-    """A text stream that forwards to ``target`` unless muted."""
 
-    def __init__(self, target: TextIO, *, muted: bool = False) -> None:
+class _Router(io.TextIOBase):
+    """Sends writes to the current run's output, or to the real stream outside a run."""
+
+    def __init__(self, real: TextIO) -> None:
         super().__init__()
-        self.target = target
-        self.muted = muted
+        self.real = real
 
     def write(self, text: str) -> int:
-        if not self.muted:
-            self.target.write(text)
+        output = _current.get()
+        if output is None or not output.muted:
+            self.real.write(text)
         return len(text)
 
     def flush(self) -> None:
-        self.target.flush()
+        self.real.flush()
 
     def writable(self) -> bool:
         return True
 
     def isatty(self) -> bool:
-        return self.target.isatty()
+        return self.real.isatty()
 
     @property
     def encoding(self) -> str:  # type: ignore[override]
-        return getattr(self.target, "encoding", "utf-8")
+        return getattr(self.real, "encoding", "utf-8")
 
     def fileno(self) -> int:
-        return self.target.fileno()
+        return self.real.fileno()
+
+
+def _install_routers() -> None:
+    if not isinstance(sys.stdout, _Router):
+        sys.stdout = _Router(sys.stdout)
+    if not isinstance(sys.stderr, _Router):
+        sys.stderr = _Router(sys.stderr)
 
 
 class ProgramOutput:
-    """The pair of taps for one run; ``go_live()`` unmutes both."""
+    """One run's view of stdout/stderr: muted while replay re-does printed work."""
 
     def __init__(self, *, muted: bool = False) -> None:
-        self.stdout = OutputTap(sys.stdout, muted=muted)
-        self.stderr = OutputTap(sys.stderr, muted=muted)
-
-    @property
-    def muted(self) -> bool:
-        return self.stdout.muted
+        self.muted = muted
 
     def go_live(self) -> None:
-        self.stdout.muted = False
-        self.stderr.muted = False
+        self.muted = False
 
     @contextmanager
     def installed(self) -> Iterator[ProgramOutput]:
-        saved = sys.stdout, sys.stderr
-        sys.stdout, sys.stderr = self.stdout, self.stderr
+        """Route what the current task (and tasks it spawns) prints through this output."""
+        _install_routers()
+        token = _current.set(self)
         try:
             yield self
         finally:
-            sys.stdout, sys.stderr = saved
+            _current.reset(token)

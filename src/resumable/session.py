@@ -7,6 +7,8 @@ in its own module.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import secrets
 import socket
@@ -18,7 +20,7 @@ from typing import Any
 from resumable.checkpoints import CheckpointManager, CheckpointPolicy, crash_after_from_env
 from resumable.config import Config, DurabilitySettings
 from resumable.crypto import Cipher
-from resumable.errors import ConfigError, IntegrityError, RecordError
+from resumable.errors import ConfigError, FencedError, IntegrityError, RecordError, StoreError
 from resumable.records import RecordCodec
 from resumable.recovery import RecoveryCoordinator
 from resumable.snapshot import Snapshotter
@@ -88,6 +90,7 @@ class RunSession:
     meta: RunMeta
     problems: list[str]
     resumed: bool
+    heartbeat: asyncio.Task[None] | None = None
 
     @property
     def run_id(self) -> str:
@@ -158,7 +161,7 @@ class RunSession:
         )
         meta = replace(meta, status="running", updated_at=time.time(), owner=lease.owner)
         await store.put_meta(meta)
-        return cls(
+        session = cls(
             store,
             codec,
             lease,
@@ -168,6 +171,24 @@ class RunSession:
             loaded.problems,
             resumed=True,
         )
+        session.start_heartbeat(settings.lease_seconds)
+        return session
+
+    def start_heartbeat(self, ttl: float) -> None:
+        """Keep a lease that expires renewed (stores with OS locks need none)."""
+        if self.lease.expires_at is not None:
+            self.heartbeat = asyncio.create_task(self._renew(ttl), name=f"lease {self.run_id}")
+
+    async def _renew(self, ttl: float) -> None:
+        while True:
+            await asyncio.sleep(ttl / 3)
+            try:
+                lease = await self.store.renew(self.lease, ttl)
+            except FencedError:
+                return  # the next append is refused with the same error
+            except StoreError:
+                continue  # a passing outage: try again; the lease has some time left
+            self.lease = self.manager.lease = lease
 
     async def load_blobs(self, digests: list[str] | tuple[str, ...]) -> None:
         """Fetch and verify blobs so unpickling (which is synchronous) can find them."""
@@ -185,6 +206,10 @@ class RunSession:
 
     async def close(self) -> None:
         """Flush what is buffered and give the run up."""
+        if self.heartbeat is not None:
+            self.heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.heartbeat
         try:
             await self.manager.flush()
         finally:
