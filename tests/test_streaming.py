@@ -273,6 +273,22 @@ def test_statements_before_an_error_in_the_same_chunk_come_first() -> None:
     assert raised.value.lineno == 2
 
 
+def test_empty_chunks_change_nothing() -> None:
+    splitter = StatementSplitter()
+    assert splitter.feed("def f():\n    pass\n") == []
+    assert splitter.feed("") == []
+    assert [s.source for s in splitter.feed("x")] == ["def f():\n    pass\n"]
+    assert splitter.feed("") == []
+    assert [s.source for s in splitter.close()] == ["x"]
+
+
+def test_a_lone_carriage_return_is_not_a_line_break() -> None:
+    """A documented limit: CPython splits at a lone CR, the splitter does not."""
+    (statement,) = split(["a = 1\rb = 2\n"])
+    assert statement.tree is not None
+    assert [type(node) for node in statement.tree] == [ast.Assign, ast.Assign]
+
+
 # -- bad input -------------------------------------------------------------------
 
 # stream, message fragment, stream line, 1-based column (None: not checked),

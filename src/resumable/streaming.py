@@ -168,6 +168,8 @@ class StatementSplitter:
         """
         if self._error is not None:
             raise self._error
+        if not chunk:
+            return []
         newline = chunk.rfind("\n")
         if newline < 0 and not self._probe:
             self._partial.append(chunk)
@@ -196,9 +198,9 @@ class StatementSplitter:
             raise self._error
         out: list[Statement] = []
         try:
-            if self._partial:
-                text = "".join(self._partial)
-                self._partial = []
+            text = "".join(self._partial)
+            self._partial = []
+            if text:
                 self._physical(text, out)
             if self._lparts is not None:
                 self._logical(out)  # unclosed bracket or string: the parse says what is wrong
