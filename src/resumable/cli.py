@@ -253,7 +253,7 @@ def show_command(
     if json_out:
         print(json.dumps(view.to_json(), indent=2, default=str))
         return
-    out = Console(highlight=False)
+    out = Console(highlight=False, soft_wrap=True)
     out.print(
         f"[bold]run[/] {view.run_id}  [bold]program[/] {view.program}  "
         f"[bold]status[/] {view.status}  [bold]record[/] {view.seq}"
@@ -261,8 +261,10 @@ def show_command(
     out.print("[bold]call stack[/] (innermost last)")
     for depth, frame in enumerate(view.frames):
         label = frame.playbook or "script"
+        step = f" at step {frame.step}" if frame.step else ""
         out.print(
-            f"  {'  ' * depth}{frame.frame_id}: {label}, turn {frame.turn}, statement {frame.statement}",
+            f"  {'  ' * depth}{frame.frame_id}: {label}{step}, response {frame.turn + 1}, "
+            f"statement {frame.statement}",
             markup=False,
         )
     for frame in view.frames:
@@ -286,10 +288,12 @@ def show_command(
         for line in frame.remaining.splitlines():
             out.print(f"    {line}", markup=False)
         for call in frame.llm_calls:
-            state = "complete" if call["complete"] else "cut off"
+            state = "complete" if call["complete"] else "not complete"
+            usage = call["usage"]
+            tokens = f", {usage[0]}+{usage[1]} tokens" if usage else ""
+            took = f", {call['ms']} ms" if call["ms"] is not None else ""
             out.print(
-                f"  llm call {call['turn'] + 1}: {call['chars']} chars, {state}, "
-                f"usage {call['usage']}, {call['ms']} ms",
+                f"  llm call {call['turn'] + 1}: {call['chars']} chars, {state}{tokens}{took}",
                 markup=False,
             )
 

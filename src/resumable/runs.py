@@ -17,6 +17,7 @@ from resumable.records import Record, RecordCodec
 from resumable.recovery import RecoveryCoordinator, executed_code, line_at, remaining_code
 from resumable.session import new_run_id, owner_name
 from resumable.snapshot import Snapshotter
+from resumable.state import FrameState, RunState
 from resumable.store.base import CheckpointStore, RunMeta, RunSummary, StoredRecord
 
 
@@ -86,6 +87,7 @@ class FrameView:
     variables: dict[str, str]
     lost: dict[str, str]
     llm_calls: list[dict[str, Any]] = field(default_factory=list)
+    step: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -101,6 +103,7 @@ class FrameView:
             "variables": self.variables,
             "lost": self.lost,
             "llm_calls": self.llm_calls,
+            "step": self.step,
         }
 
 
@@ -141,14 +144,16 @@ async def show_run(
             status = summary.status
     snapshotter = Snapshotter()
     frames = []
-    for frame in state.frames.values():
+    for frame in _call_stack(state):
         blobs: dict[str, bytes] = {}
         for digest in frame.ns_blobs:
             blobs[digest] = codec.open_blob(run_id, digest, await store.get_blob(run_id, digest))
         variables: dict[str, str] = {}
+        step = None
         if frame.ns is not None:
             namespace: dict[str, Any] = {}
             snapshotter.restore(frame.ns, load_blob=blobs.__getitem__, into=namespace)
+            step = getattr(namespace.get("__frame__"), "step", None)
             for name, value in namespace.items():
                 if name.startswith("__") or name in frame.lost:
                     continue
@@ -182,6 +187,7 @@ async def show_run(
                 variables,
                 dict(frame.lost),
                 llm_calls,
+                step,
             )
         )
     return RunView(
@@ -194,6 +200,19 @@ async def show_run(
         frames,
         state.detail,
     )
+
+
+def _call_stack(state: RunState) -> list[FrameState]:
+    """Frames still running, outermost first (returned frames are done, not on the stack)."""
+    live = [f for f in state.frames.values() if not f.returned]
+    stack: list[FrameState] = []
+    parent: str | None = None
+    while True:
+        children = [f for f in live if f.parent == parent and f not in stack]
+        if not children:
+            return stack
+        stack.append(children[-1])
+        parent = children[-1].frame_id
 
 
 def _short_repr(value: Any, limit: int = 120) -> str:
