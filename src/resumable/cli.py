@@ -416,5 +416,12 @@ def init_command(
 
     if path.exists() and not force:
         _fail(UsageError(f"{path} already exists; pass --force to overwrite it"))
+    from resumable.crypto import generate_key
+
     path.write_text(render_example(), encoding="utf-8")
     err.print(f"resumable: wrote {path}", markup=False)
+    err.print(
+        "resumable: to encrypt checkpoints at rest, set encrypt = true and keep this key "
+        f"secret: export RESUMABLE_ENCRYPTION_KEY={generate_key()}",
+        markup=False,
+    )
