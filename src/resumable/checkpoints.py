@@ -11,6 +11,10 @@ is durable. With ``every = N`` await records are buffered and made durable N at 
 time (or after ``interval_seconds``, or before any other record): the awaits of an
 unflushed batch run again after a crash. ``RESUMABLE_CRASH_AFTER=N`` kills the
 process with SIGKILL right after its N-th record is durable (tests and demos).
+
+Graceful stop: once ``stop_requested`` is set, the next await record is made durable
+at once and :class:`StopRequested` is raised right after it, so the run unwinds with
+nothing of it lost and a resume goes on from that await.
 """
 
 from __future__ import annotations
@@ -56,6 +60,21 @@ class CheckpointInfo:
     kind: str
     frame: str
     records: int
+
+
+class StopRequested(BaseException):  # noqa: N818 - a control signal, not an error
+    """Raised right after an await record is durable once the run was asked to stop.
+
+    A ``BaseException`` so that ``except Exception:`` in generated code lets it through.
+    """
+
+    def __init__(self, run_id: str, seq: int) -> None:
+        super().__init__(f"run {run_id} stopped after record {seq}")
+        self.run_id = run_id
+        self.seq = seq
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (StopRequested, (self.run_id, self.seq))
 
 
 def load_hook(spec: str, key: str) -> Callable[[CheckpointInfo], Any] | None:
@@ -113,6 +132,8 @@ class CheckpointManager:
         self.crash_after = crash_after
         self.replay_until = replay_until
         """Records up to this seq were written before a crash: their replay is silent."""
+        self.stop_requested = False
+        """Set by the run's owner: the next await record is the last (see StopRequested)."""
         self.written = 0
         self._seq = state.seq
         self._buffer: list[StoredRecord] = []
@@ -143,7 +164,7 @@ class CheckpointManager:
         stored = self._make("await", frame, body)
         self._buffer.append(stored)
         policy = self.policy
-        if policy.every <= 1 or len(self._buffer) >= policy.every:
+        if self.stop_requested or policy.every <= 1 or len(self._buffer) >= policy.every:
             await self._flush()
         elif policy.interval_seconds > 0:
             now = time.monotonic()
@@ -151,6 +172,10 @@ class CheckpointManager:
                 self._buffer_since = now
             elif now - self._buffer_since >= policy.interval_seconds:
                 await self._flush()
+        if self.stop_requested:
+            # What the program prints while it unwinds (finally:) the resume prints again.
+            _mute_program_output()
+            raise StopRequested(self.run_id, stored.seq)
 
     async def flush(self) -> None:
         """Make every buffered record durable."""
@@ -176,7 +201,9 @@ class CheckpointManager:
             self._call_hook("after_checkpoint", self._after, info)
         if self.crash_after is not None and self.written >= self.crash_after:
             _crash_now()
-        if self._since_snapshot >= self.policy.snapshot_every:
+        if self._since_snapshot >= self.policy.snapshot_every and records[-1].kind != "await":
+            # Only between statements: a snapshot inside one long statement would
+            # copy its whole (growing) journal again each time.
             await self.snapshot()
 
     def _call_hook(
@@ -235,9 +262,20 @@ class CheckpointManager:
 
 
 def _flush_output() -> None:
+    """What the program printed reaches the OS before a record says it was printed."""
     for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):
-            stream.flush()
+        if getattr(stream, "dirty", True):
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+
+
+def _mute_program_output() -> None:
+    """Silence the current run's program output for the rest of this process."""
+    from resumable.output import _current
+
+    output = _current.get()
+    if output is not None:
+        output.muted = True
 
 
 def _crash_now() -> None:

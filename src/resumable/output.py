@@ -30,14 +30,18 @@ class _Router(io.TextIOBase):
     def __init__(self, real: TextIO) -> None:
         super().__init__()
         self.real = real
+        self.dirty = False
+        """Written to since the last flush (so a checkpoint flushes only when needed)."""
 
     def write(self, text: str) -> int:
         output = _current.get()
         if output is None or not output.muted:
             self.real.write(text)
+            self.dirty = True
         return len(text)
 
     def flush(self) -> None:
+        self.dirty = False
         self.real.flush()
 
     def writable(self) -> bool:
