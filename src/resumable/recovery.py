@@ -8,7 +8,9 @@ caller restores a namespace from verified bytes.
 A torn or corrupted tail (a write cut short by the crash, a flipped bit) ends the
 log: recovery folds what comes before it and says so. A record whose CRC is fine
 but whose MAC does not verify means the log was modified or the key is wrong: that
-is refused outright, nothing is resumed.
+is refused outright, nothing is resumed. So is an authentic record that cannot be
+used (a newer format version, an undecodable envelope): it is not a torn tail, the
+store still holds it, and a resume from before it would write over its seq.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgpack
 
-from resumable.errors import IntegrityError, RecordError
+from resumable.errors import IntegrityError
 from resumable.records import RecordCodec
 from resumable.state import FrameState, RunState
 from resumable.store.base import CheckpointStore, RunMeta
@@ -79,12 +81,6 @@ class RecoveryCoordinator:
                     run_id=run_id,
                     seq=stored.seq,
                 ) from None
-            except RecordError as exc:
-                loaded.problems.append(
-                    f"run {run_id}: record {stored.seq} cannot be read ({exc}); "
-                    f"resuming from record {state.seq}"
-                )
-                break
             state.apply(record)
             loaded.records_read += 1
         if result.problem:

@@ -13,6 +13,7 @@ import os
 import secrets
 import socket
 import time
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -143,13 +144,21 @@ class RunSession:
         settings = config.durability
         codec = await codec_for(store, settings, env)
         meta = await store.get_meta(run_id)
+        coordinator = RecoveryCoordinator(store, codec)
+        skipped: list[str] = []
         if lease is None:
+            # Owning a run moves a torn tail of its log aside, so look before: the user is
+            # told what was skipped, and a log that fails authentication is refused untouched.
+            skipped = (await coordinator.load(run_id)).problems
             lease = await store.acquire(run_id, owner_name(), settings.lease_seconds)
         try:
-            loaded = await RecoveryCoordinator(store, codec).load(run_id)
+            loaded = await coordinator.load(run_id)
         except (RecordError, IntegrityError):
             await store.release(lease)
             raise
+        loaded.problems[:0] = [p for p in skipped if p not in loaded.problems]
+        for problem in loaded.problems:
+            warnings.warn(problem, RuntimeWarning, stacklevel=2)
         manager = CheckpointManager(
             store,
             codec,
