@@ -54,9 +54,11 @@ async def test_statements_run_as_soon_as_they_are_complete() -> None:
     assert executor.namespace["y"] == 2
     assert "z" not in executor.namespace  # the if may still get an else
     await executor.add_chunk("w = 4\n")
-    assert executor.namespace["z"] == 3 and executor.namespace["w"] == 4
+    assert executor.namespace["z"] == 3
+    assert executor.namespace["w"] == 4
     result = await executor.finalize()
-    assert result.error is None and result.statements == 4
+    assert result.error is None
+    assert result.statements == 4
     assert [e[0] for e in events.log] == ["start", "finish"] * 4
 
 
@@ -137,8 +139,8 @@ async def test_control_signals_are_not_swallowed_by_the_executor() -> None:
 
     executor = StreamingPythonExecutor({"Stop": Stop})
     executor.start_response()
+    await executor.add_chunk("try:\n    raise Stop()\nexcept Exception:\n    pass\n")
     with pytest.raises(Stop):
-        await executor.add_chunk("try:\n    raise Stop()\nexcept Exception:\n    pass\n\n")
         await executor.finalize()
 
 
@@ -149,7 +151,8 @@ async def test_a_resumed_response_keeps_the_stream_line_numbers() -> None:
     executor.start_response(offset=offset, line=2, index=1)
     await executor.add_chunk(text[offset:])
     error = (await executor.finalize()).error
-    assert error is not None and error.fields["line"] == 3
+    assert error is not None
+    assert error.fields["line"] == 3
     assert executor.namespace["b"] == 2
 
 
