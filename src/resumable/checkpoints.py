@@ -62,7 +62,7 @@ class CheckpointInfo:
     records: int
 
 
-class StopRequested(BaseException):  # noqa: N818 - a control signal, not an error
+class StopRequested(BaseException):
     """Raised right after an await record is durable once the run was asked to stop.
 
     A ``BaseException`` so that ``except Exception:`` in generated code lets it through.
