@@ -75,9 +75,8 @@ class RecoveryCoordinator:
                 record = self.codec.open(stored.data, run_id=run_id, seq=stored.seq)
             except IntegrityError as exc:
                 raise IntegrityError(
-                    f"record {stored.seq} of run {run_id} fails authentication ({exc}); "
-                    "the log was modified or the MAC key is not the one it was written with. "
-                    "Nothing was resumed; restore the key or the log",
+                    f"{exc}; nothing from it on was used: restore the MAC key the run was "
+                    "written with, or its log",
                     run_id=run_id,
                     seq=stored.seq,
                 ) from None
@@ -87,8 +86,6 @@ class RecoveryCoordinator:
             loaded.problems.append(
                 f"{result.problem}; resuming from the last valid record ({state.seq})"
             )
-        if at is not None and state.seq < at and not loaded.problems:
-            loaded.problems.append(f"run {run_id} has no record {at}; showing record {state.seq}")
         return loaded
 
     async def resume(

@@ -140,8 +140,12 @@ async def show_run(
     state = loaded.state
     status = state.status
     for summary in await store.list_runs():
-        if summary.meta.run_id == run_id and at is None:
+        if summary.meta.run_id != run_id:
+            continue
+        if at is None:
             status = summary.status
+        elif at < 1 or (state.seq < at and not loaded.problems):  # not a torn log: a wrong N
+            raise _no_record(run_id, at, summary.last_seq)
     snapshotter = Snapshotter()
     frames = []
     for frame in _call_stack(state):
@@ -215,6 +219,14 @@ def _call_stack(state: RunState) -> list[FrameState]:
         parent = children[-1].frame_id
 
 
+def _no_record(run_id: str, at: int, last: int) -> UsageError:
+    return UsageError(
+        f"run {run_id} has no record {at}: choose --at between 1 and {last}",
+        run_id=run_id,
+        at=at,
+    )
+
+
 def _short_repr(value: Any, limit: int = 120) -> str:
     try:
         text = repr(value)
@@ -229,17 +241,14 @@ async def fork_run(
     """Copy records 1..``at`` of a run into a new run that can be resumed from there."""
     meta = await store.get_meta(run_id)
     result = await store.read(run_id, 0)
+    last = result.records[-1].seq if result.records else 0
+    if not 1 <= at <= last:
+        raise _no_record(run_id, at, last)
     records = [r for r in result.records if r.seq <= at]
-    if not records or records[0].seq != 1:
+    if records[0].seq != 1:
         raise UsageError(
             f"run {run_id} no longer holds its records from 1 (older ones were pruned); "
             "fork at a record after its oldest snapshot",
-            run_id=run_id,
-        )
-    if records[-1].seq < at:
-        raise UsageError(
-            f"run {run_id} has {records[-1].seq} records; choose --at between 1 and "
-            f"{records[-1].seq}",
             run_id=run_id,
         )
     fork_id = new_id or new_run_id()
