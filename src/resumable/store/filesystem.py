@@ -10,11 +10,9 @@ Layout under ``root`` (folders 0700, files 0600)::
     runs/<run_id>/quarantine/            torn or corrupt log tails, moved aside, never deleted
     runs/<run_id>/lock                   flock held by the owner; meta.lock serialises meta updates
 
-Frames in a segment: ``[u32 length][u32 crc32 of the rest][u64 seq][u32 epoch]`` then the
-sealed record. The top bit of ``length`` marks "more frames of this batch follow", so a
-batch cut short by a crash is dropped whole. Reading stops at the first short or bad
-frame and says where. Because a segment is never reopened for writing once its writer
-closed it, dropping or rewriting old segments (``prune``) never races an append.
+The log's framing, scanning and repair are in :mod:`resumable.store.segments`. Because a
+segment is never reopened for writing once its writer closed it, dropping or rewriting
+old segments (``prune``) never races an append.
 
 Hot path: ``append`` keeps the segment's fd open (O_APPEND) and writes a batch with one
 ``os.write``; with ``sync="fsync"`` it then fsyncs in a thread so the loop keeps running.
@@ -30,9 +28,7 @@ import os
 import re
 import secrets
 import shutil
-import struct
 import time
-import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -56,72 +52,27 @@ from resumable.store.base import (
     StoredRecord,
     check_seqs,
 )
+from resumable.store.segments import (
+    HEADER_BYTES,
+    drop_covered,
+    encode_frames,
+    fsync_dir,
+    fsync_file,
+    last_write_time,
+    list_snapshots,
+    newest_seq,
+    read_log,
+    repair,
+    scan_frames,
+    write_atomic,
+    write_new,
+)
 
-_HEAD = struct.Struct("<IIQI")
-_TAIL = struct.Struct("<QI")
-HEADER_BYTES = _HEAD.size
-_MORE = 0x8000_0000
+__all__ = ["HEADER_BYTES", "FileStore", "encode_frames", "scan_frames"]
+
 _NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,199}")
-_SEGMENT = re.compile(r"(\d{20})\.seg")
-_SNAPSHOT = re.compile(r"(\d{20})\.snap")
 _LOCK_TRIES = 10
 _T = TypeVar("_T")
-
-
-def encode_frames(records: Sequence[StoredRecord]) -> bytes:
-    """Frame a batch; every frame but the last carries the "more follow" bit."""
-    parts: list[bytes] = []
-    last = len(records) - 1
-    for i, record in enumerate(records):
-        data = record.data
-        tail = _TAIL.pack(record.seq, record.epoch)
-        length = len(data) | (_MORE if i < last else 0)
-        parts += (
-            _HEAD.pack(length, zlib.crc32(data, zlib.crc32(tail)), record.seq, record.epoch),
-            data,
-        )
-    return b"".join(parts)
-
-
-@dataclass(slots=True)
-class _Scan:
-    records: list[StoredRecord]
-    end: int
-    """Offset just past the last complete batch."""
-    reason: str | None
-    """Why scanning stopped before the end of the buffer (None: it did not)."""
-
-
-def scan_frames(buf: bytes, after_seq: int = 0) -> _Scan:
-    """The complete batches at the start of ``buf``; stop at a short, bad or unordered frame."""
-    view = memoryview(buf)
-    records: list[StoredRecord] = []
-    size, pos, last = len(buf), 0, after_seq
-    batch_pos, batch_len, reason = 0, 0, None
-    while pos < size:
-        if size - pos < HEADER_BYTES:
-            reason = f"frame header cut short at {size - pos} bytes"
-            break
-        length, crc, seq, epoch = _HEAD.unpack_from(buf, pos)
-        more, length = length & _MORE, length & ~_MORE
-        end = pos + HEADER_BYTES + length
-        if end > size:
-            reason = f"frame of {length} bytes cut short at {size - pos - HEADER_BYTES}"
-            break
-        if zlib.crc32(view[pos + 8 : end]) != crc:
-            reason = "CRC mismatch"
-            break
-        if seq <= last:
-            reason = f"seq {seq} does not follow seq {last}"
-            break
-        records.append(StoredRecord(seq, epoch, bytes(view[pos + HEADER_BYTES : end])))
-        last, pos = seq, end
-        if not more:
-            batch_pos, batch_len = pos, len(records)
-    if batch_pos < pos and reason is None:
-        reason = "batch cut short"
-    del records[batch_len:]
-    return _Scan(records, batch_pos, reason)
 
 
 class FileStore:
@@ -214,7 +165,7 @@ class FileStore:
         owned.size += written
         owned.last_seq = records[-1].seq
         if self.sync == "fsync":
-            await self._io(_fsync, owned.fd, owned.log_dir if created else None)
+            await self._io(fsync_file, owned.fd, owned.log_dir if created else None)
 
     async def read(self, run_id: str, after_seq: int = 0) -> ReadResult:
         return await self._io(self._read, self._run_dir(run_id), after_seq)
@@ -239,7 +190,7 @@ class FileStore:
         else:
             await self._io(self._check_epoch, run_dir, lease)
         path = run_dir / "snapshots" / f"{seq:020d}.snap"
-        await self._io(_write_atomic, path, data, self.sync == "fsync")
+        await self._io(write_atomic, path, data, self.sync == "fsync")
 
     async def get_snapshot(
         self, run_id: str, at_or_before: int | None = None
@@ -359,14 +310,14 @@ class FileStore:
         path = self.root / "key"
         if not path.exists():
             tmp = self.root / f".key-{secrets.token_hex(4)}"
-            _write_new(tmp, os.urandom(32), fsync=True)
+            write_new(tmp, os.urandom(32), fsync=True)
             try:
                 os.link(tmp, path)  # fails if another process created the key first
             except FileExistsError:
                 pass
             finally:
                 tmp.unlink()
-            _fsync_dir(self.root)
+            fsync_dir(self.root)
         key = path.read_bytes()
         if len(key) != 32:
             raise StoreError(
@@ -386,16 +337,16 @@ class FileStore:
         try:
             for sub in ("log", "snapshots", "blobs"):
                 (tmp / sub).mkdir(mode=0o700)
-            _write_new(tmp / "lock", b"", fsync=False)
-            _write_new(tmp / "meta.json", _meta_bytes(meta), fsync=True)
-            _fsync_dir(tmp)
+            write_new(tmp / "lock", b"", fsync=False)
+            write_new(tmp / "meta.json", _meta_bytes(meta), fsync=True)
+            fsync_dir(tmp)
             os.rename(tmp, target)
         except OSError as exc:
             shutil.rmtree(tmp, ignore_errors=True)
             if exc.errno in (errno.EEXIST, errno.ENOTEMPTY):
                 raise _exists(meta.run_id, self.url) from None
             raise
-        _fsync_dir(self._runs)
+        fsync_dir(self._runs)
 
     def _read_meta(self, run_dir: Path) -> RunMeta:
         try:
@@ -416,7 +367,7 @@ class FileStore:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             meta = update(self._read_meta(run_dir))
-            _write_atomic(run_dir / "meta.json", _meta_bytes(meta), True)
+            write_atomic(run_dir / "meta.json", _meta_bytes(meta), True)
             return meta
         finally:
             os.close(fd)
@@ -445,7 +396,7 @@ class FileStore:
                         raise _busy(run_id) from None
                     time.sleep(0.005)
             meta = self._update_meta(run_dir, lambda m: replace(m, epoch=m.epoch + 1, owner=owner))
-            last_seq = _repair(run_dir, fsync=True)
+            last_seq = repair(run_dir, fsync=True)
         except BaseException:
             os.close(fd)
             raise
@@ -457,7 +408,7 @@ class FileStore:
         self._check_epoch(run_dir, lease)
         if not records:
             return
-        check_seqs(records, _last_seq(run_dir))
+        check_seqs(records, newest_seq(run_dir))
         path = run_dir / "log" / f"{records[0].seq:020d}.seg"
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
@@ -466,54 +417,25 @@ class FileStore:
                 os.ftruncate(fd, size)
                 raise OSError(errno.ENOSPC, "short write", str(path))
             if self.sync == "fsync":
-                _fsync(fd, path.parent)
+                fsync_file(fd, path.parent)
         finally:
             os.close(fd)
 
     def _read(self, run_dir: Path, after_seq: int) -> ReadResult:
         for _ in range(_LOCK_TRIES):  # a segment vanishing under us means prune ran: start over
             try:
-                return self._read_once(run_dir, after_seq)
+                return read_log(run_dir, after_seq)
             except FileNotFoundError:
                 if not (run_dir / "meta.json").exists():
                     raise self._not_found(run_dir.name) from None
         raise StoreError(f"run {run_dir.name}: the log kept changing while being read")
-
-    def _read_once(self, run_dir: Path, after_seq: int) -> ReadResult:
-        segments = _segments(run_dir)
-        start = _first_needed(segments, after_seq)
-        out: list[StoredRecord] = []
-        last = 0
-        for i in range(start, len(segments)):
-            path = segments[i][1]
-            limit = segments[i + 1][0] if i + 1 < len(segments) else None
-            buf = path.read_bytes()
-            scan = scan_frames(buf, last)
-            copies = False
-            for record in scan.records:
-                if limit is not None and record.seq >= limit:
-                    copies = True  # left by an interrupted prune; the next segment has them
-                    break
-                if record.seq > after_seq:
-                    out.append(record)
-                last = record.seq
-            if scan.reason is not None and not copies:
-                later = segments[i + 1 :]
-                skipped = len(buf) - scan.end + sum(_size(p) for _, p in later)
-                also = f" and {len(later)} later segment(s)" if later else ""
-                problem = (
-                    f"run {run_dir.name}: log segment {path.name} is torn or corrupt at byte "
-                    f"{scan.end} ({scan.reason}); {skipped} bytes skipped{also}"
-                )
-                return ReadResult(out, problem)
-        return ReadResult(out)
 
     def _put_blob(self, path: Path, data: bytes) -> None:
         if path.exists():
             return
         if not path.parent.is_dir():
             raise self._not_found(path.parent.parent.name)
-        _write_atomic(path, data, self.sync == "fsync")
+        write_atomic(path, data, self.sync == "fsync")
 
     def _get_blob(self, path: Path) -> bytes:
         try:
@@ -531,7 +453,7 @@ class FileStore:
     def _get_snapshot(self, run_dir: Path, at_or_before: int | None) -> tuple[int, bytes] | None:
         self._require(run_dir)
         for _ in range(_LOCK_TRIES):
-            seqs = [s for s in _snapshots(run_dir) if at_or_before is None or s <= at_or_before]
+            seqs = [s for s in list_snapshots(run_dir) if at_or_before is None or s <= at_or_before]
             if not seqs:
                 return None
             try:
@@ -542,7 +464,7 @@ class FileStore:
 
     def _prune(self, run_dir: Path, keep: int, owned_here: bool) -> int:
         self._require(run_dir)
-        snaps = _snapshots(run_dir)
+        snaps = list_snapshots(run_dir)
         if len(snaps) <= keep:
             return 0
         oldest_kept = snaps[-keep]
@@ -552,12 +474,12 @@ class FileStore:
         probe = None if owned_here else _try_lock(run_dir / "lock")
         try:
             may_touch_newest = owned_here or probe is not None
-            dropped = _drop_covered(run_dir / "log", oldest_kept, may_touch_newest, fsync)
+            dropped = drop_covered(run_dir / "log", oldest_kept, may_touch_newest, fsync)
         finally:
             if probe is not None:
                 os.close(probe)
         if fsync:
-            _fsync_dir(run_dir / "snapshots")
+            fsync_dir(run_dir / "snapshots")
         return dropped
 
     def _list_runs(self) -> list[RunSummary]:
@@ -571,9 +493,9 @@ class FileStore:
                 meta = self._read_meta(run_dir)
             except (RunNotFoundError, StoreError):
                 continue
-            last_write = _last_write(run_dir)
+            last_write = last_write_time(run_dir)
             live = entry.name in self._owned or _is_locked(run_dir / "lock")
-            found.append(RunSummary(meta, _last_seq(run_dir), last_write, live))
+            found.append(RunSummary(meta, newest_seq(run_dir), last_write, live))
         found.sort(key=lambda s: (s.meta.created_at, s.meta.run_id), reverse=True)
         return found
 
@@ -622,149 +544,6 @@ class _Owned:
             self.close_segment()
 
 
-# -- segments -------------------------------------------------------------------------
-def _segments(run_dir: Path) -> list[tuple[int, Path]]:
-    log = run_dir / "log"
-    found = [(int(m[1]), log / m[0]) for n in os.listdir(log) if (m := _SEGMENT.fullmatch(n))]
-    return sorted(found)
-
-
-def _snapshots(run_dir: Path) -> list[int]:
-    names = os.listdir(run_dir / "snapshots")
-    return sorted(int(m[1]) for n in names if (m := _SNAPSHOT.fullmatch(n)))
-
-
-def _first_needed(segments: list[tuple[int, Path]], after_seq: int) -> int:
-    """Index of the first segment that can hold a seq after ``after_seq``."""
-    start = 0
-    for i, (first, _) in enumerate(segments):
-        if first <= after_seq + 1:
-            start = i
-    return start
-
-
-def _last_seq(run_dir: Path) -> int:
-    """The newest seq in the log (or the newest snapshot's, if the log is pruned away)."""
-    snaps = _snapshots(run_dir)
-    floor = snaps[-1] if snaps else 0
-    for _, path in reversed(_segments(run_dir)):
-        records = scan_frames(_read_or_empty(path)).records
-        if records:
-            return max(records[-1].seq, floor)
-    return floor
-
-
-def _repair(run_dir: Path, *, fsync: bool) -> int:
-    """Quarantine a torn/corrupt tail of the log a resume would read; return the last seq."""
-    snaps = _snapshots(run_dir)
-    last = snaps[-1] if snaps else 0
-    segments = _segments(run_dir)
-    for i in range(_first_needed(segments, last), len(segments)):
-        path = segments[i][1]
-        buf = path.read_bytes()
-        if not buf:  # created by a writer that died before its first write
-            path.unlink()
-            continue
-        scan = scan_frames(buf)
-        if scan.records:
-            last = max(last, scan.records[-1].seq)
-        if scan.reason is None:
-            continue
-        quarantine = run_dir / "quarantine"
-        quarantine.mkdir(mode=0o700, exist_ok=True)
-        _write_atomic(_aside(quarantine, f"{path.name}.{scan.end}.bad"), buf[scan.end :], fsync)
-        for _, later in segments[i + 1 :]:
-            os.replace(later, _aside(quarantine, f"{later.name}.0.bad"))
-        if scan.end == 0:
-            path.unlink()
-        else:
-            with path.open("r+b") as segment:
-                segment.truncate(scan.end)
-                os.fsync(segment.fileno())
-        break
-    _fsync_dir(run_dir / "log")
-    return last
-
-
-def _aside(folder: Path, name: str) -> Path:
-    """A path in ``folder`` named ``name`` that does not overwrite an earlier quarantine."""
-    path = folder / name
-    while path.exists():
-        path = folder / f"{name}.{secrets.token_hex(2)}"
-    return path
-
-
-def _drop_covered(log_dir: Path, covered: int, may_touch_newest: bool, fsync: bool) -> int:
-    """Remove log records with seq <= ``covered``: whole segments, or by rewriting one."""
-    segments = _segments(log_dir.parent)
-    dropped = 0
-    for i, (first, path) in enumerate(segments):
-        if first > covered:
-            break
-        limit = segments[i + 1][0] if i + 1 < len(segments) else None
-        if limit is None and not may_touch_newest:
-            break
-        buf = path.read_bytes()
-        scan = scan_frames(buf)
-        gone = [r for r in scan.records if r.seq <= covered]
-        kept = [r for r in scan.records if r.seq > covered and (limit is None or r.seq < limit)]
-        dropped += len(gone)
-        if limit is not None and limit <= covered + 1:
-            path.unlink()  # every record in it is covered
-            continue
-        if gone and (kept or (limit is None and scan.end < len(buf))):
-            cut = sum(HEADER_BYTES + len(r.data) for r in gone)
-            first_kept = kept[0].seq if kept else covered + 1
-            _write_atomic(log_dir / f"{first_kept:020d}.seg", buf[cut:], fsync)
-            path.unlink()
-        elif gone:
-            path.unlink()  # nothing left but copies of the next segment's records
-        break
-    if fsync:
-        _fsync_dir(log_dir)
-    return dropped
-
-
-# -- small file helpers -----------------------------------------------------------------
-def _write_new(path: Path, data: bytes, *, fsync: bool) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        if fsync:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _write_atomic(path: Path, data: bytes, fsync: bool) -> None:
-    """Replace ``path`` all or nothing: a temp file, renamed over it."""
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    try:
-        _write_new(tmp, data, fsync=fsync)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    if fsync:
-        _fsync_dir(path.parent)
-
-
-def _fsync(fd: int, directory: Path | None) -> None:
-    os.fsync(fd)
-    if directory is not None:
-        _fsync_dir(directory)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _try_lock(path: Path) -> int | None:
     """An fd holding the run's lock, or None if a live owner holds it."""
     try:
@@ -792,34 +571,6 @@ def _is_locked(path: Path) -> bool:
     finally:
         os.close(fd)
     return False
-
-
-def _read_or_empty(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        return b""
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except FileNotFoundError:
-        return 0
-
-
-def _last_write(run_dir: Path) -> float | None:
-    """When the newest segment (or, with the log pruned away, snapshot) was written."""
-    segments = _segments(run_dir)
-    snaps = _snapshots(run_dir)
-    paths = [segments[-1][1]] if segments else []
-    paths += [run_dir / "snapshots" / f"{snaps[-1]:020d}.snap"] if snaps else []
-    for path in paths:
-        try:
-            return path.stat().st_mtime
-        except FileNotFoundError:
-            continue
-    return None
 
 
 def _meta_bytes(meta: RunMeta) -> bytes:
