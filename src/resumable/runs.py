@@ -251,6 +251,13 @@ async def fork_run(
             "fork at a record after its oldest snapshot",
             run_id=run_id,
         )
+    # Read and verify everything first: a wrong key or a forged record leaves no fork behind.
+    opened = [codec.open(stored.data, run_id=run_id, seq=stored.seq) for stored in records]
+    digests = sorted({digest for record in opened for digest in record.body.get("b") or ()})
+    blobs = [
+        (digest, codec.open_blob(run_id, digest, await store.get_blob(run_id, digest)))
+        for digest in digests
+    ]
     fork_id = new_id or new_run_id()
     now = time.time()
     fork_meta = RunMeta(
@@ -267,10 +274,7 @@ async def fork_run(
     lease = await store.acquire(fork_id, owner_name())
     try:
         copied: list[StoredRecord] = []
-        digests: set[str] = set()
-        for stored in records:
-            record = codec.open(stored.data, run_id=run_id, seq=stored.seq)
-            digests.update(record.body.get("b") or ())
+        for record in opened:
             if record.kind == "status":
                 continue
             copy = Record(
@@ -283,8 +287,7 @@ async def fork_run(
                 record.body,
             )
             copied.append(StoredRecord(copy.seq, lease.epoch, codec.seal(copy)))
-        for digest in sorted(digests):
-            plain = codec.open_blob(run_id, digest, await store.get_blob(run_id, digest))
+        for digest, plain in blobs:
             await store.put_blob(fork_id, digest, codec.seal_blob(fork_id, digest, plain))
         await store.append(fork_id, copied, lease)
     finally:
