@@ -33,16 +33,18 @@ def generate_key() -> str:
 class Cipher:
     """AES-256-GCM with a random nonce per message; the nonce travels in front."""
 
-    __slots__ = ("_aead",)
+    __slots__ = ("_aead", "source")
 
-    def __init__(self, key: bytes) -> None:
+    def __init__(self, key: bytes, *, source: str | None = None) -> None:
         if len(key) != KEY_BYTES:
             raise DecryptionError(
                 f"encryption key must be {KEY_BYTES} bytes, not {len(key)}; "
                 "`resumable init` prints a new one",
-                source=None,
+                source=source,
             )
         self._aead = AESGCM(key)
+        self.source = source
+        """Where the key came from (an environment variable), to name it when it is wrong."""
 
     @classmethod
     def from_key(cls, key: bytes | str, *, source: str | None = None) -> Cipher:
@@ -52,7 +54,7 @@ class Cipher:
         malformed key is reported by name, never by value.
         """
         if isinstance(key, bytes) and len(key) == KEY_BYTES:
-            return cls(key)
+            return cls(key, source=source)
         try:
             text = key.decode("ascii") if isinstance(key, bytes) else key
         except UnicodeDecodeError:
@@ -65,7 +67,7 @@ class Cipher:
                 "base64 (44 characters) or hex (64 characters); `resumable init` prints a new one",
                 source=source,
             )
-        return cls(raw)
+        return cls(raw, source=source)
 
     def encrypt(self, plain: bytes, aad: bytes) -> bytes:
         """``nonce + ciphertext + tag``; ``aad`` must be given again to decrypt."""

@@ -200,7 +200,9 @@ class RecordCodec:
         body = envelope["body"]
         if codec != CODEC_PLAIN:
             where = f"record {env_seq} of run {env_run}"
-            plain = self._unpack_value(codec, body, _record_aad(env_run, env_seq), where)
+            plain = self._unpack_value(
+                codec, body, _record_aad(env_run, env_seq), where, run_id=env_run, seq=env_seq
+            )
             try:
                 body = msgpack.unpackb(plain, raw=False, strict_map_key=False)
             except Exception as exc:  # authentic, decrypted, yet not msgpack: a writer bug
@@ -236,7 +238,11 @@ class RecordCodec:
         where = f"blob {digest} of run {run_id}"
         aad = _blob_aad(run_id, digest)
         codec, payload = self._verify(data, where, (aad,), run_id=run_id, digest=digest)
-        plain = self._unpack_value(codec, payload, aad, where) if codec != CODEC_PLAIN else payload
+        plain = (
+            self._unpack_value(codec, payload, aad, where, run_id=run_id, digest=digest)
+            if codec != CODEC_PLAIN
+            else payload
+        )
         if hashlib.sha256(plain).hexdigest() != digest:
             raise IntegrityError(
                 f"{where} does not match its digest: refused", run_id=run_id, digest=digest
@@ -283,30 +289,38 @@ class RecordCodec:
             codec = CODEC_AESGCM_ZLIB if codec == CODEC_ZLIB else CODEC_AESGCM
         return codec, plain
 
-    def _unpack_value(self, codec: int, value: Any, aad: bytes, where: str) -> bytes:
+    def _unpack_value(self, codec: int, value: Any, aad: bytes, where: str, **fields: Any) -> bytes:
         if not isinstance(value, bytes | memoryview):
             raise CorruptRecordError(
-                f"{where} is authentic but its {CODEC_NAMES[codec]} value is not bytes"
+                f"{where} is authentic but its {CODEC_NAMES[codec]} value is not bytes", **fields
             )
         data = bytes(value)
         if codec in (CODEC_AESGCM, CODEC_AESGCM_ZLIB):
             if self.cipher is None:
                 raise DecryptionError(
-                    f"{where} is encrypted and no encryption key is configured; "
-                    "set the key's environment variable ([durability] encryption_key_env)"
+                    f"{where} is encrypted and no encryption key is configured: set "
+                    "[durability] encrypt = true and the key in the variable named by "
+                    "encryption_key_env (RESUMABLE_ENCRYPTION_KEY unless changed)",
+                    **fields,
                 )
             try:
                 data = self.cipher.decrypt(data, aad)
             except DecryptionError:
+                source = self.cipher.source
+                key = f"the key in {source}" if source else "this key"
                 raise DecryptionError(
-                    f"cannot decrypt {where}: wrong or missing encryption key"
+                    f"cannot decrypt {where}: wrong or missing encryption key ({key} is not "
+                    "the one it was written with, or the data was moved from another run or "
+                    "position)",
+                    source=source,
+                    **fields,
                 ) from None
         if codec in (CODEC_ZLIB, CODEC_AESGCM_ZLIB):
             try:
                 data = zlib.decompress(data)
             except zlib.error as exc:
                 raise CorruptRecordError(
-                    f"{where} is authentic but does not decompress ({exc})"
+                    f"{where} is authentic but does not decompress ({exc})", **fields
                 ) from None
         return data
 
