@@ -279,3 +279,23 @@ def test_submit_refuses_what_it_cannot_run(schema: Schema, tmp_path: Path) -> No
         assert message in done.stderr
         assert done.stdout == ""
     assert schema.runs() == {}
+
+
+def test_a_worker_that_cannot_open_a_run_parks_it_for_a_lease_instead_of_looping(
+    schema: Schema, spawn: Spawn, tmp_path: Path, reference: Reference
+) -> None:
+    ledger = tmp_path / "ledger.txt"
+    run_id = submit(schema, tmp_path, LEDGER_SCRIPT)
+    wrong = spawn("worker", "--poll", "0.05", RESUMABLE_MAC_KEY="not the key of this store")
+    wrong.wait_for(
+        f"parked run {run_id}: record 1 of run {run_id} fails authentication", timeout=20
+    )
+    time.sleep(1)  # twenty polls, inside the parked lease
+    assert wrong.stop() == 0
+    assert len(wrong.matches(f"claimed run {run_id}")) == 1
+    assert schema.runs()[run_id]["status"] == "pending"  # nothing was written to the run
+
+    right = spawn("worker", LEDGER=str(ledger))
+    right.wait_for(f"completed run {run_id}", timeout=20)
+    assert right.stop() == 0
+    assert right.out == reference[0]
