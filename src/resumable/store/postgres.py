@@ -5,10 +5,11 @@ Design note. Fencing lives in the database: an append is one statement that bump
 seq follows the last one, and inserts the records of exactly those runs, so the
 check and the write commit together (a concurrent ``acquire`` waits on the row lock
 and the check is re-evaluated on the new row). Appends from many runs of one
-process are committed together: a single writer task takes every append waiting
-when it wakes and sends them as one statement (each item checked on its own, a
-stale one refused alone), then releases every waiter. Nothing waits on a timer: an
-append that finds nothing else pending is one round trip.
+process are committed together: a single writer task (:mod:`.group_commit`) takes
+every append waiting when it wakes and sends them as one statement (each item
+checked on its own, a stale one refused alone), then releases every waiter. Nothing
+waits on a timer: an append that finds nothing else pending is one round trip. The
+tables and their migrations are in :mod:`.postgres_schema`.
 
 ``sync``: ``fsync`` -> ``synchronous_commit = on`` (a commit is on the server's
 disk before the append returns); ``flush`` -> ``off`` (acknowledged before the WAL
@@ -18,32 +19,24 @@ corrupt or tear them). Both survive the writing process being killed.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import json
 import re
 import secrets
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from types import TracebackType
 from typing import Any, Self
-from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import asyncpg
 
 from resumable.errors import (
     ConfigError,
-    FencedError,
     ResumableError,
-    RunBusyError,
-    RunNotFoundError,
-    SchemaVersionError,
     StoreError,
     StoreUnavailableError,
-    UsageError,
 )
 from resumable.store.base import (
-    STATUSES,
     Lease,
     ReadResult,
     RunMeta,
@@ -51,54 +44,28 @@ from resumable.store.base import (
     StoredRecord,
     check_seqs,
 )
+from resumable.store.common import (
+    already_exists,
+    blob_missing,
+    busy,
+    check_fence,
+    check_keep,
+    check_status,
+    check_sync,
+    lease_lost,
+    meta_from_row,
+    meta_json,
+    not_found,
+    take_option,
+)
+from resumable.store.group_commit import GroupCommit, PendingAppend
+from resumable.store.postgres_schema import SCHEMA_VERSION, migrate
 
-SCHEMA_VERSION = 1
+__all__ = ["SCHEMA_VERSION", "SYNC_SETTINGS", "PostgresStore"]
+
 SYNC_SETTINGS = {"fsync": "on", "flush": "off"}
 _SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 _DRIVER_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
-
-# Migrations by the version they lead to; {s} is the quoted schema.
-_MIGRATIONS = {
-    1: """
-    CREATE TABLE {s}.runs (
-        run_id text PRIMARY KEY,
-        meta jsonb NOT NULL,
-        status text NOT NULL,
-        created_at double precision NOT NULL,
-        updated_at double precision NOT NULL,
-        epoch bigint NOT NULL DEFAULT 0,
-        owner text,
-        lease_expires_at timestamptz,
-        last_seq bigint NOT NULL DEFAULT 0,
-        last_write timestamptz
-    );
-    CREATE INDEX runs_claimable ON {s}.runs (created_at) WHERE status IN ('pending', 'running');
-    CREATE TABLE {s}.records (
-        run_id text NOT NULL REFERENCES {s}.runs ON DELETE CASCADE,
-        seq bigint NOT NULL,
-        epoch bigint NOT NULL,
-        data bytea NOT NULL,
-        written_at timestamptz NOT NULL DEFAULT now(),
-        PRIMARY KEY (run_id, seq)
-    );
-    CREATE TABLE {s}.blobs (
-        run_id text NOT NULL REFERENCES {s}.runs ON DELETE CASCADE,
-        digest text NOT NULL,
-        data bytea NOT NULL,
-        PRIMARY KEY (run_id, digest)
-    );
-    CREATE TABLE {s}.snapshots (
-        run_id text NOT NULL REFERENCES {s}.runs ON DELETE CASCADE,
-        seq bigint NOT NULL,
-        data bytea NOT NULL,
-        PRIMARY KEY (run_id, seq)
-    );
-    CREATE TABLE {s}.mac_key (
-        id boolean PRIMARY KEY DEFAULT true CHECK (id),
-        key bytea NOT NULL
-    );
-    """,
-}
 
 _RUN_COLUMNS = (
     "run_id, meta, status, created_at, updated_at, epoch, owner, last_seq, "
@@ -143,16 +110,6 @@ RETURNING r.run_id, r.epoch, extract(epoch FROM r.lease_expires_at)::float8, r.c
 """
 
 
-@dataclass(frozen=True, slots=True)
-class _Append:
-    """One append waiting for the writer task."""
-
-    run_id: str
-    records: Sequence[StoredRecord]
-    lease: Lease
-    done: asyncio.Future[None]
-
-
 class PostgresStore:
     """Runs in PostgreSQL tables under one schema; appends group-committed."""
 
@@ -165,12 +122,7 @@ class PostgresStore:
         pool_size: int = 8,
         connect_timeout: float = 10.0,
     ) -> None:
-        if sync not in SYNC_SETTINGS:
-            raise ConfigError(
-                f"unknown sync mode {sync!r} for the PostgreSQL store; use 'fsync' or 'flush'",
-                key="durability.sync",
-                value=sync,
-            )
+        check_sync(sync, "PostgreSQL")
         if not _SCHEMA_NAME.fullmatch(schema):
             raise ConfigError(
                 f"PostgreSQL schema name {schema!r} is not a plain identifier "
@@ -198,19 +150,14 @@ class PostgresStore:
         self._s = f'"{schema}"'
         self._pool: Any = None
         self._writer_conn: Any = None
-        self._queue: asyncio.Queue[_Append | None] = asyncio.Queue()
-        self._writer: asyncio.Task[None] | None = None
+        self._writer = GroupCommit(
+            self._commit, name=f"resumable-pg:{schema}", one_append_per_run=True
+        )
 
     @classmethod
     def from_url(cls, url: str, *, sync: str = "fsync", **options: Any) -> Self:
         """``postgresql://user:pw@host:port/db?schema=name``; ``schema`` is ours, not the driver's."""
-        parts = urlsplit(url)
-        query = parse_qsl(parts.query)
-        for key, value in query:
-            if key == "schema":
-                options.setdefault("schema", value)
-        rest = urlencode([(k, v) for k, v in query if k != "schema"])
-        return cls(urlunsplit(parts._replace(query=rest)), sync=sync, **options)
+        return cls(take_option(url, "schema", options), sync=sync, **options)
 
     # -- lifecycle ------------------------------------------------------------
     async def __aenter__(self) -> Self:
@@ -222,8 +169,7 @@ class PostgresStore:
             await self._pool.close()
             self._pool = None
             raise
-        self._queue = asyncio.Queue()
-        self._writer = asyncio.create_task(self._write_loop(), name=f"resumable-pg:{self.schema}")
+        self._writer.start()
         return self
 
     async def __aexit__(
@@ -232,10 +178,7 @@ class PostgresStore:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self._writer is not None:
-            self._queue.put_nowait(None)
-            await self._writer
-            self._writer = None
+        await self._writer.stop()
         if self._pool is not None:
             if self._writer_conn is not None:
                 await self._pool.release(self._writer_conn)
@@ -291,45 +234,10 @@ class PostgresStore:
 
     async def _migrate(self, conn: Any) -> None:
         """Create or upgrade the schema; refuse one written by a newer resumable."""
-        s = self._s
         try:
-            async with conn.transaction():
-                await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", f"resumable:{s}")
-                # Checked first: CREATE SCHEMA needs a right on the database even if it exists.
-                if not await conn.fetchval(
-                    "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)", self.schema
-                ):
-                    await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {s}")
-                await conn.execute(
-                    f"CREATE TABLE IF NOT EXISTS {s}.resumable_schema_version "
-                    "(version integer NOT NULL)"
-                )
-                found = await conn.fetchval(
-                    f"SELECT max(version) FROM {s}.resumable_schema_version"
-                )
-                version = int(found or 0)
-                if version > SCHEMA_VERSION:
-                    raise SchemaVersionError(
-                        f"PostgreSQL schema {self.schema} at {self.url} is at version {version}, "
-                        f"written by a newer resumable; upgrade (this one knows {SCHEMA_VERSION})",
-                        schema=self.schema,
-                        version=version,
-                    )
-                for target in range(version + 1, SCHEMA_VERSION + 1):
-                    await conn.execute(_MIGRATIONS[target].format(s=s))
-                if version < SCHEMA_VERSION:
-                    await conn.execute(f"DELETE FROM {s}.resumable_schema_version")
-                    await conn.execute(
-                        f"INSERT INTO {s}.resumable_schema_version VALUES ($1)", SCHEMA_VERSION
-                    )
-        except asyncpg.InsufficientPrivilegeError as err:
-            raise StoreUnavailableError(
-                f"PostgreSQL user {self.user!r} may not create the tables of schema "
-                f"{self.schema!r} in database {self.database!r} ({err}); create the schema and "
-                "grant the user USAGE, CREATE on it",
-                user=self.user,
-                schema=self.schema,
-            ) from err
+            await migrate(
+                conn, schema=self.schema, url=self.url, user=self.user, database=self.database
+            )
         except _DRIVER_ERRORS as err:
             raise self._failure(err, "preparing the schema") from err
 
@@ -365,21 +273,19 @@ class PostgresStore:
 
     # -- runs -----------------------------------------------------------------
     async def create_run(self, meta: RunMeta) -> None:
-        _check_status(meta)
+        check_status(meta)
         async with self._conn("creating a run") as conn:
             status = await conn.execute(
                 f"INSERT INTO {self._s}.runs (run_id, meta, status, created_at, updated_at) "
                 "VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
                 meta.run_id,
-                _meta_json(meta),
+                meta_json(meta),
                 meta.status,
                 meta.created_at,
                 meta.updated_at,
             )
         if status.endswith(" 0"):
-            raise UsageError(
-                f"a run with id {meta.run_id} already exists in {self.url}", run_id=meta.run_id
-            )
+            raise already_exists(meta.run_id, self.url)
 
     async def enqueue(self, meta: RunMeta) -> None:
         """Create the run as ``pending``, for a worker to ``claim``."""
@@ -391,23 +297,23 @@ class PostgresStore:
                 f"SELECT {_RUN_COLUMNS} FROM {self._s}.runs WHERE run_id = $1", run_id
             )
         if row is None:
-            raise self._not_found(run_id)
-        return _meta_from_row(row)
+            raise not_found(run_id, self.url)
+        return meta_from_row(row)
 
     async def put_meta(self, meta: RunMeta) -> None:
-        _check_status(meta)
+        check_status(meta)
         async with self._conn("updating a run") as conn:
             status = await conn.execute(
                 f"UPDATE {self._s}.runs SET meta = $2, status = $3, created_at = $4, "
                 "updated_at = $5 WHERE run_id = $1",
                 meta.run_id,
-                _meta_json(meta),
+                meta_json(meta),
                 meta.status,
                 meta.created_at,
                 meta.updated_at,
             )
         if status.endswith(" 0"):
-            raise self._not_found(meta.run_id)
+            raise not_found(meta.run_id, self.url)
 
     async def list_runs(self) -> list[RunSummary]:
         async with self._conn("listing runs") as conn:
@@ -415,14 +321,14 @@ class PostgresStore:
                 f"SELECT {_RUN_COLUMNS} FROM {self._s}.runs ORDER BY created_at DESC, run_id DESC"
             )
         return [
-            RunSummary(_meta_from_row(r), r["last_seq"], r["last_write"], r["live"]) for r in rows
+            RunSummary(meta_from_row(r), r["last_seq"], r["last_write"], r["live"]) for r in rows
         ]
 
     async def delete_run(self, run_id: str) -> None:
         async with self._conn("deleting a run") as conn:
             status = await conn.execute(f"DELETE FROM {self._s}.runs WHERE run_id = $1", run_id)
         if status.endswith(" 0"):
-            raise self._not_found(run_id)
+            raise not_found(run_id, self.url)
 
     # -- the log --------------------------------------------------------------
     async def append(self, run_id: str, records: Sequence[StoredRecord], lease: Lease) -> None:
@@ -432,55 +338,13 @@ class PostgresStore:
                 epoch = await conn.fetchval(
                     f"SELECT epoch FROM {self._s}.runs WHERE run_id = $1", run_id
                 )
-            self._check_fence(run_id, lease, epoch)
+            check_fence(run_id, lease, epoch, self.url)
             return
-        if self._writer is None:
+        if not self._writer.running:
             raise StoreError(f"the PostgreSQL store {self.url} is not open (use `async with`)")
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._queue.put_nowait(_Append(run_id, list(records), lease, done))
-        await done
+        await self._writer.submit(run_id, records, lease)
 
-    async def _write_loop(self) -> None:
-        """Commit every append waiting when it wakes; a run's appends keep their order."""
-        while True:
-            first = await self._queue.get()
-            if first is None:
-                return
-            batch, stopping = [first], False
-            while not self._queue.empty():
-                item = self._queue.get_nowait()
-                if item is None:
-                    stopping = True
-                    break
-                batch.append(item)
-            rounds: list[list[_Append]] = []
-            seen: dict[str, int] = {}
-            for item in batch:
-                index = seen[item.run_id] = seen.get(item.run_id, -1) + 1
-                if index == len(rounds):
-                    rounds.append([])
-                rounds[index].append(item)
-            for group in rounds:
-                try:
-                    outcomes = await self._commit(group)
-                except Exception as err:
-                    outcomes = [err] * len(group)
-                except BaseException as err:
-                    for item in group:
-                        if not item.done.done():
-                            item.done.set_exception(StoreError(f"append interrupted: {err!r}"))
-                    raise
-                for item, outcome in zip(group, outcomes, strict=True):
-                    if item.done.done():
-                        continue
-                    if outcome is None:
-                        item.done.set_result(None)
-                    else:
-                        item.done.set_exception(outcome)
-            if stopping:
-                return
-
-    async def _commit(self, group: list[_Append]) -> list[Exception | None]:
+    async def _commit(self, group: list[PendingAppend]) -> list[Exception | None]:
         """One statement for the whole group; why a refused item was refused comes after."""
         # Column arrays for unnest(): one row per append, one row per record.
         items = zip(
@@ -525,7 +389,7 @@ class PostgresStore:
                 continue
             epoch, last_seq = state.get(item.run_id, (None, 0))
             try:
-                self._check_fence(item.run_id, item.lease, epoch)
+                check_fence(item.run_id, item.lease, epoch, self.url)
                 check_seqs(item.records, last_seq)
                 outcomes.append(StoreError(f"append to run {item.run_id} was refused"))
             except (ResumableError, ValueError) as err:
@@ -558,7 +422,7 @@ class PostgresStore:
                 after_seq,
             )
             if not rows and not await self._exists(conn, run_id):
-                raise self._not_found(run_id)
+                raise not_found(run_id, self.url)
         return ReadResult([StoredRecord(r[0], r[1], bytes(r[2])) for r in rows])
 
     # -- blobs ----------------------------------------------------------------
@@ -574,7 +438,7 @@ class PostgresStore:
                 )
         except StoreError as err:
             if isinstance(err.__cause__, asyncpg.ForeignKeyViolationError):
-                raise self._not_found(run_id) from None
+                raise not_found(run_id, self.url) from None
             raise
 
     async def get_blob(self, run_id: str, digest: str) -> bytes:
@@ -585,11 +449,7 @@ class PostgresStore:
                 digest,
             )
         if data is None:
-            raise StoreError(
-                f"blob {digest} of run {run_id} is missing from {self.url}",
-                run_id=run_id,
-                digest=digest,
-            )
+            raise blob_missing(run_id, digest, self.url)
         return bytes(data)
 
     async def has_blob(self, run_id: str, digest: str) -> bool:
@@ -621,7 +481,7 @@ class PostgresStore:
                 epoch = await conn.fetchval(
                     f"SELECT epoch FROM {self._s}.runs WHERE run_id = $1", run_id
                 )
-                self._check_fence(run_id, lease, epoch)
+                check_fence(run_id, lease, epoch, self.url)
 
     async def get_snapshot(
         self, run_id: str, at_or_before: int | None = None
@@ -636,11 +496,10 @@ class PostgresStore:
         return None if row is None else (row[0], bytes(row[1]))
 
     async def prune(self, run_id: str, keep: int) -> int:
-        if keep < 1:
-            raise ValueError(f"prune must keep at least one snapshot, not {keep}")
+        check_keep(keep)
         async with self._conn("pruning") as conn, conn.transaction():
             if not await self._exists(conn, run_id):
-                raise self._not_found(run_id)
+                raise not_found(run_id, self.url)
             cut = await conn.fetchval(
                 f"SELECT seq FROM {self._s}.snapshots WHERE run_id = $1 "
                 "ORDER BY seq DESC OFFSET $2 LIMIT 1",
@@ -675,13 +534,8 @@ class PostgresStore:
                 f"SELECT owner, epoch FROM {self._s}.runs WHERE run_id = $1", run_id
             )
         if holder is None:
-            raise self._not_found(run_id)
-        raise RunBusyError(
-            f"run {run_id} is owned by {holder['owner']} (lease epoch {holder['epoch']}); "
-            "wait for it to finish or for its lease to expire",
-            run_id=run_id,
-            owner=holder["owner"],
-        )
+            raise not_found(run_id, self.url)
+        raise busy(run_id, holder["owner"], holder["epoch"])
 
     async def claim(self, owner: str, ttl: float, limit: int) -> list[Lease]:
         """Take up to ``limit`` runs that are ``pending`` or ``running`` with no live owner.
@@ -706,12 +560,7 @@ class PostgresStore:
                 float(ttl),
             )
         if expires is None:
-            raise FencedError(
-                f"run {lease.run_id}: the lease of epoch {lease.epoch} was lost "
-                "(released or taken over)",
-                run_id=lease.run_id,
-                epoch=lease.epoch,
-            )
+            raise lease_lost(lease)
         return replace(lease, expires_at=expires)
 
     async def release(self, lease: Lease) -> None:
@@ -730,46 +579,3 @@ class PostgresStore:
                 f"SELECT EXISTS (SELECT 1 FROM {self._s}.runs WHERE run_id = $1)", run_id
             )
         )
-
-    def _not_found(self, run_id: str) -> RunNotFoundError:
-        return RunNotFoundError(f"no run {run_id} in {self.url}", run_id=run_id)
-
-    def _check_fence(self, run_id: str, lease: Lease, current: int | None) -> None:
-        if current is None:
-            raise self._not_found(run_id)
-        if lease.run_id != run_id or lease.epoch != current:
-            raise FencedError(
-                f"run {run_id}: write refused, lease epoch {lease.epoch} is stale (the run is "
-                f"at epoch {current}); another owner took the run over",
-                run_id=run_id,
-                epoch=lease.epoch,
-                current_epoch=current,
-            )
-
-
-def _meta_json(meta: RunMeta) -> str:
-    """The runtime-owned part of the metadata; epoch and owner are the lease's."""
-    return json.dumps(
-        {"program": meta.program, "kind": meta.kind, "parent": meta.parent, "extra": meta.extra}
-    )
-
-
-def _meta_from_row(row: Any) -> RunMeta:
-    data = json.loads(row["meta"])
-    return RunMeta(
-        run_id=row["run_id"],
-        program=data["program"],
-        kind=data["kind"],
-        status=row["status"],
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-        epoch=row["epoch"],
-        owner=row["owner"],
-        parent=data["parent"],
-        extra=data["extra"],
-    )
-
-
-def _check_status(meta: RunMeta) -> None:
-    if meta.status not in STATUSES:
-        raise ValueError(f"unknown run status {meta.status!r}; expected one of {STATUSES}")

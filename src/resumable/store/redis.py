@@ -33,28 +33,35 @@ import struct
 from collections.abc import Sequence
 from types import TracebackType
 from typing import Any, Self
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import redis.asyncio as aioredis
 from redis.exceptions import AuthenticationError, RedisError, ResponseError
 
 from resumable.errors import (
     ConfigError,
-    FencedError,
-    RunBusyError,
-    RunNotFoundError,
     StoreError,
     StoreUnavailableError,
-    UsageError,
 )
 from resumable.store.base import (
-    STATUSES,
     Lease,
     ReadResult,
     RunMeta,
     RunSummary,
     StoredRecord,
     check_seqs,
+)
+from resumable.store.common import (
+    already_exists,
+    blob_missing,
+    busy,
+    check_fence,
+    check_keep,
+    check_status,
+    check_sync,
+    lease_lost,
+    not_found,
+    take_option,
 )
 
 log = logging.getLogger(__name__)
@@ -165,12 +172,7 @@ class RedisStore:
     def __init__(
         self, url: str, *, sync: str = "fsync", prefix: str = "resumable", timeout: float = 10.0
     ) -> None:
-        if sync not in ("fsync", "flush"):
-            raise ConfigError(
-                f"unknown sync mode {sync!r} for the Redis store; use 'fsync' or 'flush'",
-                key="durability.sync",
-                value=sync,
-            )
+        check_sync(sync, "Redis")
         if not prefix or any(c in prefix for c in "{}* "):
             raise ConfigError(
                 f"Redis key prefix {prefix!r} is empty or has {{}}* or spaces", key="durability.url"
@@ -195,13 +197,7 @@ class RedisStore:
     @classmethod
     def from_url(cls, url: str, *, sync: str = "fsync", **options: Any) -> Self:
         """``redis://[user:pw@]host:port/db?prefix=name``; ``prefix`` is ours, not the driver's."""
-        parts = urlsplit(url)
-        query = parse_qsl(parts.query)
-        for key, value in query:
-            if key == "prefix":
-                options.setdefault("prefix", value)
-        rest = urlencode([(k, v) for k, v in query if k != "prefix"])
-        return cls(urlunsplit(parts._replace(query=rest)), sync=sync, **options)
+        return cls(take_option(url, "prefix", options), sync=sync, **options)
 
     # -- lifecycle ------------------------------------------------------------
     async def __aenter__(self) -> Self:
@@ -324,30 +320,28 @@ class RedisStore:
 
     # -- runs -----------------------------------------------------------------
     async def create_run(self, meta: RunMeta) -> None:
-        _check_status(meta)
+        check_status(meta)
         keys = [self._key(meta.run_id), f"{self.prefix}:runs"]
         result = await self._run(
             "create", keys, [_meta_json(meta), repr(meta.created_at), meta.run_id], durable=True
         )
         if result[0] == 2:
-            raise UsageError(
-                f"a run with id {meta.run_id} already exists in {self.url}", run_id=meta.run_id
-            )
+            raise already_exists(meta.run_id, self.url)
 
     async def get_meta(self, run_id: str) -> RunMeta:
         fields = await self._call("hgetall", self._key(run_id))
         if not fields:
-            raise self._not_found(run_id)
+            raise not_found(run_id, self.url)
         return _meta_from_hash(run_id, fields)
 
     async def put_meta(self, meta: RunMeta) -> None:
-        _check_status(meta)
+        check_status(meta)
         keys = [self._key(meta.run_id), f"{self.prefix}:runs"]
         result = await self._run(
             "put_meta", keys, [_meta_json(meta), repr(meta.created_at), meta.run_id], durable=True
         )
         if result[0] == 1:
-            raise self._not_found(meta.run_id)
+            raise not_found(meta.run_id, self.url)
 
     async def list_runs(self) -> list[RunSummary]:
         client = self._require()
@@ -385,7 +379,7 @@ class RedisStore:
         keys = [self._key(run_id, part) for part in ("", ":log", ":blobs", ":snaps")]
         result = await self._run("delete", [*keys, f"{self.prefix}:runs"], [run_id], durable=True)
         if result[0] == 1:
-            raise self._not_found(run_id)
+            raise not_found(run_id, self.url)
 
     # -- the log --------------------------------------------------------------
     async def append(self, run_id: str, records: Sequence[StoredRecord], lease: Lease) -> None:
@@ -416,7 +410,7 @@ class RedisStore:
                 port=self.port,
             ) from err
         if not exists:
-            raise self._not_found(run_id)
+            raise not_found(run_id, self.url)
         records = []
         for member in members:
             seq, epoch = _SEQ_EPOCH.unpack_from(member)
@@ -428,16 +422,12 @@ class RedisStore:
         keys = [self._key(run_id), self._key(run_id, ":blobs")]
         result = await self._run("put_blob", keys, [digest, data], durable=True)
         if result[0] == 1:
-            raise self._not_found(run_id)
+            raise not_found(run_id, self.url)
 
     async def get_blob(self, run_id: str, digest: str) -> bytes:
         data = await self._call("hget", self._key(run_id, ":blobs"), digest)
         if data is None:
-            raise StoreError(
-                f"blob {digest} of run {run_id} is missing from {self.url}",
-                run_id=run_id,
-                digest=digest,
-            )
+            raise blob_missing(run_id, digest, self.url)
         return bytes(data)
 
     async def has_blob(self, run_id: str, digest: str) -> bool:
@@ -460,27 +450,20 @@ class RedisStore:
         return _SEQ.unpack_from(member)[0], bytes(member[_SEQ.size :])
 
     async def prune(self, run_id: str, keep: int) -> int:
-        if keep < 1:
-            raise ValueError(f"prune must keep at least one snapshot, not {keep}")
+        check_keep(keep)
         keys = [self._key(run_id), self._key(run_id, ":snaps"), self._key(run_id, ":log")]
         result = await self._run("prune", keys, [keep], durable=True)
         if result[0] == 1:
-            raise self._not_found(run_id)
+            raise not_found(run_id, self.url)
         return int(result[1])
 
     # -- ownership ------------------------------------------------------------
     async def acquire(self, run_id: str, owner: str, ttl: float = 30.0) -> Lease:
         result = await self._run("acquire", [self._key(run_id)], [owner, _ms(ttl)], durable=True)
         if result[0] == 1:
-            raise self._not_found(run_id)
+            raise not_found(run_id, self.url)
         if result[0] == 2:
-            holder = result[1].decode()
-            raise RunBusyError(
-                f"run {run_id} is owned by {holder} (lease epoch {int(result[2])}); "
-                "wait for it to finish or for its lease to expire",
-                run_id=run_id,
-                owner=holder,
-            )
+            raise busy(run_id, result[1].decode(), int(result[2]))
         return Lease(run_id, int(result[1]), owner, int(result[2]) / 1000)
 
     async def renew(self, lease: Lease, ttl: float = 30.0) -> Lease:
@@ -488,11 +471,7 @@ class RedisStore:
             "renew", [self._key(lease.run_id)], [lease.epoch, lease.owner, _ms(ttl)]
         )
         if result[0] != 0:
-            raise FencedError(
-                f"run {lease.run_id}: the lease of epoch {lease.epoch} was lost (released or taken over)",
-                run_id=lease.run_id,
-                epoch=lease.epoch,
-            )
+            raise lease_lost(lease)
         return Lease(lease.run_id, lease.epoch, lease.owner, int(result[1]) / 1000)
 
     async def release(self, lease: Lease) -> None:
@@ -506,21 +485,9 @@ class RedisStore:
 
     def _raise_for(self, run_id: str, lease: Lease, result: list[Any]) -> None:
         if result[0] == 1:
-            raise self._not_found(run_id)
+            raise not_found(run_id, self.url)
         if result[0] == 2:
-            current = int(result[1])
-            if current == lease.epoch and lease.run_id == run_id:
-                return
-            raise FencedError(
-                f"run {run_id}: write refused, lease epoch {lease.epoch} is stale (the run is at "
-                f"epoch {current}); another owner took the run over",
-                run_id=run_id,
-                epoch=lease.epoch,
-                current_epoch=current,
-            )
-
-    def _not_found(self, run_id: str) -> RunNotFoundError:
-        return RunNotFoundError(f"no run {run_id} in {self.url}", run_id=run_id)
+            check_fence(run_id, lease, int(result[1]), self.url)
 
 
 def _ms(seconds: float) -> int:
@@ -541,8 +508,3 @@ def _meta_from_hash(run_id: str, fields: dict[bytes, bytes]) -> RunMeta:
         run_id=run_id, epoch=int(fields.get(b"epoch", 0)), owner=owner.decode() if owner else None
     )
     return RunMeta.from_json(data)
-
-
-def _check_status(meta: RunMeta) -> None:
-    if meta.status not in STATUSES:
-        raise ValueError(f"unknown run status {meta.status!r}; expected one of {STATUSES}")

@@ -7,7 +7,7 @@ synchronous`` (``fsync`` -> FULL: the WAL is fsynced at every commit, a commit
 survives a power loss; ``flush`` -> NORMAL: the WAL is fsynced only at checkpoints,
 a commit survives the process being killed but the last commits may roll back on a
 power loss - never a corrupt file). Appends waiting at the same moment share one
-transaction, so many runs pay for one fsync (group commit).
+transaction, so many runs pay for one fsync (group commit, :mod:`.group_commit`).
 
 Ownership is a lease row (epoch, owner, expiry) checked inside the write
 transaction, plus an in-process check: a run this store holds counts as owned even
@@ -21,14 +21,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import json
 import os
 import secrets
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -36,17 +34,12 @@ from urllib.parse import unquote, urlsplit
 
 from resumable.errors import (
     ConfigError,
-    FencedError,
     ResumableError,
-    RunBusyError,
-    RunNotFoundError,
     SchemaVersionError,
     StoreError,
     StoreUnavailableError,
-    UsageError,
 )
 from resumable.store.base import (
-    STATUSES,
     Lease,
     ReadResult,
     RunMeta,
@@ -54,6 +47,20 @@ from resumable.store.base import (
     StoredRecord,
     check_seqs,
 )
+from resumable.store.common import (
+    already_exists,
+    blob_missing,
+    busy,
+    check_fence,
+    check_keep,
+    check_status,
+    check_sync,
+    lease_lost,
+    meta_from_row,
+    meta_json,
+    not_found,
+)
+from resumable.store.group_commit import GroupCommit, PendingAppend
 
 SCHEMA_VERSION = 1
 SYNC_PRAGMAS = {"fsync": "FULL", "flush": "NORMAL"}
@@ -101,36 +108,20 @@ _RUN_COLUMNS = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class _Append:
-    """One append waiting for the next group commit."""
-
-    run_id: str
-    records: Sequence[StoredRecord]
-    lease: Lease
-    done: asyncio.Future[None]
-
-
 class SQLiteStore:
     """Runs in one SQLite file (WAL), written from one dedicated thread."""
 
     def __init__(
         self, path: str | os.PathLike[str], *, sync: str = "fsync", busy_timeout: float = 30.0
     ) -> None:
-        if sync not in SYNC_PRAGMAS:
-            raise ConfigError(
-                f"unknown sync mode {sync!r} for the SQLite store; use 'fsync' or 'flush'",
-                key="durability.sync",
-                value=sync,
-            )
+        check_sync(sync, "SQLite")
         self.path = Path(path).expanduser().absolute()
         self.url = f"sqlite://{self.path}"
         self.sync = sync
         self.busy_timeout = busy_timeout
         self._conn: sqlite3.Connection | None = None
         self._executor: ThreadPoolExecutor | None = None
-        self._queue: asyncio.Queue[_Append | None] = asyncio.Queue()
-        self._writer: asyncio.Task[None] | None = None
+        self._writer = GroupCommit(self._commit, name=f"resumable-sqlite:{self.path}")
         self._held: dict[str, int] = {}
         self._mac_key: bytes | None = None
 
@@ -158,8 +149,7 @@ class SQLiteStore:
             self._executor.shutdown(wait=False)
             self._executor = None
             raise
-        self._queue = asyncio.Queue()
-        self._writer = asyncio.create_task(self._write_loop(), name=f"resumable-sqlite:{self.path}")
+        self._writer.start()
         return self
 
     async def __aexit__(
@@ -168,10 +158,7 @@ class SQLiteStore:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self._writer is not None:
-            self._queue.put_nowait(None)
-            await self._writer
-            self._writer = None
+        await self._writer.stop()
         if self._executor is not None:
             with contextlib.suppress(StoreError):
                 await self._call(self._close)
@@ -280,22 +267,20 @@ class SQLiteStore:
         await self._call(self._create_run, meta)
 
     def _create_run(self, meta: RunMeta) -> None:
-        _check_status(meta)
+        check_status(meta)
         with self._transaction() as db:
             try:
                 db.execute(
                     "INSERT INTO runs (run_id, meta, status, created_at, updated_at) "
                     "VALUES (?, ?, ?, ?, ?)",
-                    (meta.run_id, _meta_json(meta), meta.status, meta.created_at, meta.updated_at),
+                    (meta.run_id, meta_json(meta), meta.status, meta.created_at, meta.updated_at),
                 )
             except sqlite3.IntegrityError:
-                raise UsageError(
-                    f"a run with id {meta.run_id} already exists in {self.url}", run_id=meta.run_id
-                ) from None
+                raise already_exists(meta.run_id, self.url) from None
 
     async def get_meta(self, run_id: str) -> RunMeta:
         row = await self._call(self._run_row, run_id)
-        return _meta_from_row(row)
+        return meta_from_row(row)
 
     def _run_row(self, run_id: str) -> tuple[Any, ...]:
         row: tuple[Any, ...] | None = (
@@ -304,28 +289,28 @@ class SQLiteStore:
             .fetchone()
         )
         if row is None:
-            raise _not_found(run_id, self.url)
+            raise not_found(run_id, self.url)
         return row
 
     async def put_meta(self, meta: RunMeta) -> None:
         await self._call(self._put_meta, meta)
 
     def _put_meta(self, meta: RunMeta) -> None:
-        _check_status(meta)
+        check_status(meta)
         with self._transaction() as db:
             cursor = db.execute(
                 "UPDATE runs SET meta=?, status=?, created_at=?, updated_at=? WHERE run_id=?",
-                (_meta_json(meta), meta.status, meta.created_at, meta.updated_at, meta.run_id),
+                (meta_json(meta), meta.status, meta.created_at, meta.updated_at, meta.run_id),
             )
             if cursor.rowcount == 0:
-                raise _not_found(meta.run_id, self.url)
+                raise not_found(meta.run_id, self.url)
 
     async def list_runs(self) -> list[RunSummary]:
         rows = await self._call(self._list_rows)
         now = time.time()
         summaries = []
         for row in rows:
-            meta = _meta_from_row(row)
+            meta = meta_from_row(row)
             live = meta.owner is not None and (
                 (row[7] is not None and row[7] > now) or self._held.get(meta.run_id) == meta.epoch
             )
@@ -346,49 +331,20 @@ class SQLiteStore:
     def _delete_run(self, run_id: str) -> None:
         with self._transaction() as db:
             if db.execute("DELETE FROM runs WHERE run_id=?", (run_id,)).rowcount == 0:
-                raise _not_found(run_id, self.url)
+                raise not_found(run_id, self.url)
 
     # -- the log --------------------------------------------------------------
     async def append(self, run_id: str, records: Sequence[StoredRecord], lease: Lease) -> None:
         check_seqs(records, 0)
-        if self._writer is None:
+        if not self._writer.running:
             raise StoreError(f"the SQLite store {self.path} is not open (use `async with`)")
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._queue.put_nowait(_Append(run_id, list(records), lease, done))
-        await done
+        await self._writer.submit(run_id, records, lease)
 
-    async def _write_loop(self) -> None:
-        """Commit every append that is waiting, together; a failed one fails alone."""
-        stopping = False
-        while not stopping:
-            first = await self._queue.get()
-            if first is None:
-                return
-            batch = [first]
-            while not self._queue.empty():
-                item = self._queue.get_nowait()
-                if item is None:
-                    stopping = True
-                    break
-                batch.append(item)
-            try:
-                outcomes = await self._call(self._append_batch, batch)
-            except Exception as err:
-                outcomes = [err] * len(batch)
-            except BaseException as err:
-                for item in batch:
-                    if not item.done.done():
-                        item.done.set_exception(StoreError(f"append interrupted: {err!r}"))
-                raise
-            for item, outcome in zip(batch, outcomes, strict=True):
-                if item.done.done():
-                    continue
-                if outcome is None:
-                    item.done.set_result(None)
-                else:
-                    item.done.set_exception(outcome)
+    async def _commit(self, batch: list[PendingAppend]) -> list[Exception | None]:
+        """The whole batch in one transaction, each append in a savepoint of its own."""
+        return await self._call(self._append_batch, batch)
 
-    def _append_batch(self, batch: list[_Append]) -> list[Exception | None]:
+    def _append_batch(self, batch: list[PendingAppend]) -> list[Exception | None]:
         outcomes: list[Exception | None] = []
         with self._transaction() as db:
             for item in batch:
@@ -403,13 +359,13 @@ class SQLiteStore:
                 db.execute("RELEASE item")
         return outcomes
 
-    def _append_one(self, db: sqlite3.Connection, item: _Append) -> None:
+    def _append_one(self, db: sqlite3.Connection, item: PendingAppend) -> None:
         row = db.execute(
             "SELECT epoch, last_seq FROM runs WHERE run_id=?", (item.run_id,)
         ).fetchone()
         if row is None:
-            raise _not_found(item.run_id, self.url)
-        _check_fence(item.run_id, item.lease, row[0])
+            raise not_found(item.run_id, self.url)
+        check_fence(item.run_id, item.lease, row[0], self.url)
         check_seqs(item.records, row[1])
         if not item.records:
             return
@@ -430,7 +386,7 @@ class SQLiteStore:
         db.execute("BEGIN")
         try:
             if db.execute("SELECT 1 FROM runs WHERE run_id=?", (run_id,)).fetchone() is None:
-                raise _not_found(run_id, self.url)
+                raise not_found(run_id, self.url)
             rows = db.execute(
                 "SELECT seq, epoch, data FROM records WHERE run_id=? AND seq>? ORDER BY seq",
                 (run_id, after_seq),
@@ -451,16 +407,12 @@ class SQLiteStore:
                     (run_id, digest, data),
                 )
             except sqlite3.IntegrityError:
-                raise _not_found(run_id, self.url) from None
+                raise not_found(run_id, self.url) from None
 
     async def get_blob(self, run_id: str, digest: str) -> bytes:
         row = await self._call(self._blob_row, run_id, digest)
         if row is None:
-            raise StoreError(
-                f"blob {digest} of run {run_id} is missing from {self.url}",
-                run_id=run_id,
-                digest=digest,
-            )
+            raise blob_missing(run_id, digest, self.url)
         return bytes(row[0])
 
     async def has_blob(self, run_id: str, digest: str) -> bool:
@@ -482,8 +434,8 @@ class SQLiteStore:
         with self._transaction() as db:
             row = db.execute("SELECT epoch FROM runs WHERE run_id=?", (run_id,)).fetchone()
             if row is None:
-                raise _not_found(run_id, self.url)
-            _check_fence(run_id, lease, row[0])
+                raise not_found(run_id, self.url)
+            check_fence(run_id, lease, row[0], self.url)
             db.execute(
                 "INSERT OR REPLACE INTO snapshots (run_id, seq, data) VALUES (?, ?, ?)",
                 (run_id, seq, data),
@@ -508,14 +460,13 @@ class SQLiteStore:
         return None if row is None else (int(row[0]), bytes(row[1]))
 
     async def prune(self, run_id: str, keep: int) -> int:
-        if keep < 1:
-            raise ValueError(f"prune must keep at least one snapshot, not {keep}")
+        check_keep(keep)
         return await self._call(self._prune, run_id, keep)
 
     def _prune(self, run_id: str, keep: int) -> int:
         with self._transaction() as db:
             if db.execute("SELECT 1 FROM runs WHERE run_id=?", (run_id,)).fetchone() is None:
-                raise _not_found(run_id, self.url)
+                raise not_found(run_id, self.url)
             row = db.execute(
                 "SELECT seq FROM snapshots WHERE run_id=? ORDER BY seq DESC LIMIT 1 OFFSET ?",
                 (run_id, keep),
@@ -540,15 +491,10 @@ class SQLiteStore:
                 "SELECT epoch, owner, lease_expires_at FROM runs WHERE run_id=?", (run_id,)
             ).fetchone()
             if row is None:
-                raise _not_found(run_id, self.url)
+                raise not_found(run_id, self.url)
             epoch, holder, expires = row
             if holder is not None and (expires > now or self._held.get(run_id) == epoch):
-                raise RunBusyError(
-                    f"run {run_id} is owned by {holder} (lease epoch {epoch}); "
-                    "wait for it to finish or for its lease to expire",
-                    run_id=run_id,
-                    owner=holder,
-                )
+                raise busy(run_id, holder, epoch)
             db.execute(
                 "UPDATE runs SET epoch=?, owner=?, lease_expires_at=? WHERE run_id=?",
                 (epoch + 1, owner, now + ttl, run_id),
@@ -567,7 +513,7 @@ class SQLiteStore:
             )
             if cursor.rowcount == 0:
                 self._held.pop(lease.run_id, None)
-                raise _lost(lease)
+                raise lease_lost(lease)
         return Lease(lease.run_id, lease.epoch, lease.owner, expires)
 
     async def release(self, lease: Lease) -> None:
@@ -581,55 +527,3 @@ class SQLiteStore:
                 "UPDATE runs SET owner=NULL, lease_expires_at=NULL WHERE run_id=? AND epoch=?",
                 (lease.run_id, lease.epoch),
             )
-
-
-def _meta_json(meta: RunMeta) -> str:
-    """The runtime-owned part of the metadata; the lease fields are the store's own."""
-    return json.dumps(
-        {"program": meta.program, "kind": meta.kind, "parent": meta.parent, "extra": meta.extra}
-    )
-
-
-def _meta_from_row(row: tuple[Any, ...]) -> RunMeta:
-    run_id, meta, status, created_at, updated_at, epoch, owner = row[:7]
-    data = json.loads(meta)
-    return RunMeta(
-        run_id=run_id,
-        program=data["program"],
-        kind=data["kind"],
-        status=status,
-        created_at=created_at,
-        updated_at=updated_at,
-        epoch=epoch,
-        owner=owner,
-        parent=data["parent"],
-        extra=data["extra"],
-    )
-
-
-def _check_status(meta: RunMeta) -> None:
-    if meta.status not in STATUSES:
-        raise ValueError(f"unknown run status {meta.status!r}; expected one of {STATUSES}")
-
-
-def _check_fence(run_id: str, lease: Lease, current: int) -> None:
-    if lease.run_id != run_id or lease.epoch != current:
-        raise FencedError(
-            f"run {run_id}: write refused, lease epoch {lease.epoch} is stale (the run is at "
-            f"epoch {current}); another owner took the run over",
-            run_id=run_id,
-            epoch=lease.epoch,
-            current_epoch=current,
-        )
-
-
-def _lost(lease: Lease) -> FencedError:
-    return FencedError(
-        f"run {lease.run_id}: the lease of epoch {lease.epoch} was lost (released or taken over)",
-        run_id=lease.run_id,
-        epoch=lease.epoch,
-    )
-
-
-def _not_found(run_id: str, url: str) -> RunNotFoundError:
-    return RunNotFoundError(f"no run {run_id} in {url}", run_id=run_id)

@@ -1,0 +1,103 @@
+"""The PostgreSQL store's tables, and the migrations that create or upgrade them.
+
+A store opened on a schema brings it to :data:`SCHEMA_VERSION` under an advisory
+lock, so several processes opening it at once migrate it once; a schema written by
+a newer resumable is refused, never downgraded.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+
+from resumable.errors import SchemaVersionError, StoreUnavailableError
+
+SCHEMA_VERSION = 1
+
+# Migrations by the version they lead to; {s} is the quoted schema.
+MIGRATIONS = {
+    1: """
+    CREATE TABLE {s}.runs (
+        run_id text PRIMARY KEY,
+        meta jsonb NOT NULL,
+        status text NOT NULL,
+        created_at double precision NOT NULL,
+        updated_at double precision NOT NULL,
+        epoch bigint NOT NULL DEFAULT 0,
+        owner text,
+        lease_expires_at timestamptz,
+        last_seq bigint NOT NULL DEFAULT 0,
+        last_write timestamptz
+    );
+    CREATE INDEX runs_claimable ON {s}.runs (created_at) WHERE status IN ('pending', 'running');
+    CREATE TABLE {s}.records (
+        run_id text NOT NULL REFERENCES {s}.runs ON DELETE CASCADE,
+        seq bigint NOT NULL,
+        epoch bigint NOT NULL,
+        data bytea NOT NULL,
+        written_at timestamptz NOT NULL DEFAULT now(),
+        PRIMARY KEY (run_id, seq)
+    );
+    CREATE TABLE {s}.blobs (
+        run_id text NOT NULL REFERENCES {s}.runs ON DELETE CASCADE,
+        digest text NOT NULL,
+        data bytea NOT NULL,
+        PRIMARY KEY (run_id, digest)
+    );
+    CREATE TABLE {s}.snapshots (
+        run_id text NOT NULL REFERENCES {s}.runs ON DELETE CASCADE,
+        seq bigint NOT NULL,
+        data bytea NOT NULL,
+        PRIMARY KEY (run_id, seq)
+    );
+    CREATE TABLE {s}.mac_key (
+        id boolean PRIMARY KEY DEFAULT true CHECK (id),
+        key bytea NOT NULL
+    );
+    """,
+}
+
+
+async def migrate(conn: Any, *, schema: str, url: str, user: str, database: str) -> None:
+    """Create or upgrade ``schema``; refuse one written by a newer resumable.
+
+    Driver errors other than a missing privilege are left to the caller.
+    """
+    s = f'"{schema}"'
+    try:
+        async with conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", f"resumable:{s}")
+            # Checked first: CREATE SCHEMA needs a right on the database even if it exists.
+            if not await conn.fetchval(
+                "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)", schema
+            ):
+                await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {s}")
+            await conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {s}.resumable_schema_version "
+                "(version integer NOT NULL)"
+            )
+            found = await conn.fetchval(f"SELECT max(version) FROM {s}.resumable_schema_version")
+            version = int(found or 0)
+            if version > SCHEMA_VERSION:
+                raise SchemaVersionError(
+                    f"PostgreSQL schema {schema} at {url} is at version {version}, "
+                    f"written by a newer resumable; upgrade (this one knows {SCHEMA_VERSION})",
+                    schema=schema,
+                    version=version,
+                )
+            for target in range(version + 1, SCHEMA_VERSION + 1):
+                await conn.execute(MIGRATIONS[target].format(s=s))
+            if version < SCHEMA_VERSION:
+                await conn.execute(f"DELETE FROM {s}.resumable_schema_version")
+                await conn.execute(
+                    f"INSERT INTO {s}.resumable_schema_version VALUES ($1)", SCHEMA_VERSION
+                )
+    except asyncpg.InsufficientPrivilegeError as err:
+        raise StoreUnavailableError(
+            f"PostgreSQL user {user!r} may not create the tables of schema "
+            f"{schema!r} in database {database!r} ({err}); create the schema and "
+            "grant the user USAGE, CREATE on it",
+            user=user,
+            schema=schema,
+        ) from err
