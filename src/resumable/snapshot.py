@@ -15,7 +15,9 @@ name the classes and functions the program bound in its namespace instead of cop
 Loading a pickle runs code: callers must verify a record's MAC before :meth:`Snapshotter.restore`
 or :meth:`Snapshotter.loads_value`. Blobs are checked against their digest when loaded.
 A Snapshotter is not thread-safe. The names of this module's ``_make_*``/``_fill_*``/``_rebuild_*``
-helpers are written into pickles: renaming one breaks old checkpoints.
+helpers, and ``LostVariable`` (from :mod:`resumable.lost`), are written into pickles as
+``resumable.snapshot.<name>``: renaming or dropping one breaks old checkpoints. The placeholder
+and its warning live in :mod:`resumable.lost`, the user's reducers in :mod:`resumable.reducers`.
 """
 
 from __future__ import annotations
@@ -31,14 +33,31 @@ import types
 import warnings
 from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
 import cloudpickle
 from cloudpickle import cloudpickle as _cp
 
-from resumable.errors import IntegrityError, LostVariableError, RecordError, RecordVersionError
+from resumable.errors import IntegrityError, RecordError, RecordVersionError
+from resumable.lost import CheckpointWarning, LostVariable
+from resumable.reducers import (
+    ReducerRegistry,
+    default_registry,
+    register_external,
+    register_reducer,
+)
 
-T = TypeVar("T")
+__all__ = [
+    "Capture",
+    "CheckpointWarning",
+    "LostVariable",
+    "Pickled",
+    "ReducerRegistry",
+    "Snapshotter",
+    "default_registry",
+    "register_external",
+    "register_reducer",
+]
 
 _NAMESPACE_CODEC: Final = b"N"
 _VALUE_CODEC: Final = b"V"
@@ -52,14 +71,9 @@ _MISSING: Final = object()
 # Exact types the C pickler saves without asking reducer_override, and that are never references.
 _ATOMS: Final = frozenset({type(None), bool, int, float, complex, tuple, list})
 _PLAIN_ATOMS: Final = frozenset({type(None), bool, int, float, complex})
-_PICKLER_OWNED: Final = frozenset({type(None), bool, int, float, bytes, str, dict, set, frozenset})
 _OPEN_FILES: Final = (io.TextIOWrapper, io.BufferedReader, io.BufferedWriter, io.BufferedRandom)
 _SKELETONS: Final = (_cp._make_skeleton_class, _cp._make_skeleton_enum)
 _LRU_CACHE: Final = type(functools.lru_cache(maxsize=None)(lambda: None))
-
-
-class CheckpointWarning(UserWarning):
-    """A variable could not be checkpointed and will be a placeholder after a resume."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,99 +93,6 @@ class Capture:
     new_blobs: dict[str, bytes]
     blobs: frozenset[str]
     lost: dict[str, str]
-
-
-class ReducerRegistry:
-    """How the user's own types are checkpointed: copyreg-style reducers or external blob codecs."""
-
-    __slots__ = ("externals", "loaders", "reducers")
-
-    def __init__(self) -> None:
-        self.reducers: dict[type, Callable[[Any], Any]] = {}
-        self.externals: dict[type, tuple[bytes, Callable[[Any], bytes]]] = {}
-        self.loaders: dict[str, Callable[[bytes], Any]] = {}
-
-    def register_reducer(self, cls: type[T], reduce: Callable[[T], str | tuple[Any, ...]]) -> None:
-        """Pickle exact instances of ``cls`` with ``reduce`` (returns what ``__reduce__`` would)."""
-        _check_registrable(cls)
-        self.reducers[cls] = reduce
-
-    def register_external(
-        self, cls: type[T], dumps: Callable[[T], bytes], loads: Callable[[bytes], T]
-    ) -> None:
-        """Store exact instances of ``cls`` (immutable ones) as blobs: written once, shared."""
-        _check_registrable(cls)
-        key = f"{cls.__module__}.{cls.__qualname__}"
-        self.externals[cls] = (key.encode(), dumps)
-        self.loaders[key] = loads
-
-
-def _check_registrable(cls: type) -> None:
-    if not isinstance(cls, type) or cls in _PICKLER_OWNED or cls in _ATOMS:
-        raise TypeError(f"cannot register a reducer for {cls!r}: pickle handles it itself")
-
-
-default_registry: Final = ReducerRegistry()
-"""The registry a :class:`Snapshotter` uses unless given one."""
-
-
-def register_reducer(cls: type[T], reduce: Callable[[T], str | tuple[Any, ...]]) -> None:
-    """Checkpoint exact instances of ``cls`` with a copyreg-style ``reduce`` function."""
-    default_registry.register_reducer(cls, reduce)
-
-
-def register_external(
-    cls: type[T], dumps: Callable[[T], bytes], loads: Callable[[bytes], T]
-) -> None:
-    """Checkpoint exact (immutable) instances of ``cls`` as content-addressed blobs."""
-    default_registry.register_external(cls, dumps, loads)
-
-
-class LostVariable:
-    """Bound, after a resume, where a variable could not be checkpointed; any use raises."""
-
-    __slots__ = ("_lost_name", "_lost_reason")
-
-    def __init__(self, name: str, reason: str) -> None:
-        object.__setattr__(self, "_lost_name", name)
-        object.__setattr__(self, "_lost_reason", reason)
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (LostVariable, (self._lost_name, self._lost_reason))
-
-    def __repr__(self) -> str:
-        return f"<lost variable {self._lost_name!r}: {self._lost_reason}>"
-
-    def __getattr__(self, attr: str) -> Any:
-        if attr.startswith("__") and attr.endswith("__"):
-            raise AttributeError(attr)  # protocol probes (copy, pickle, numpy) expect this
-        _refuse(self)
-
-
-def _refuse(self: LostVariable, *args: Any, **kwargs: Any) -> Any:
-    name, reason = self._lost_name, self._lost_reason
-    raise LostVariableError(
-        f"variable {name!r} could not be checkpointed ({reason}), so it does not exist after "
-        "the resume; create it again",
-        name=name,
-        reason=reason,
-    )
-
-
-_BINARY_OPS: Final = (
-    *("add", "sub", "mul", "matmul", "truediv", "floordiv", "mod", "pow"),
-    *("lshift", "rshift", "and", "xor", "or"),
-)
-_OTHER_OPS: Final = (
-    *("abs", "neg", "pos", "invert", "bool", "int", "float", "complex", "index", "round"),
-    *("bytes", "str", "format", "fspath", "call", "dir", "hash", "eq", "ne", "lt", "le"),
-    *("gt", "ge", "len", "iter", "next", "reversed", "contains", "getitem", "setitem"),
-    *("delitem", "setattr", "delattr", "enter", "exit", "aenter", "aexit", "aiter", "anext"),
-    *("await", "divmod", "rdivmod"),
-)
-for _op in (*_OTHER_OPS, *(p + op for op in _BINARY_OPS for p in ("", "r", "i"))):
-    setattr(LostVariable, f"__{_op}__", _refuse)
-del _op
 
 
 # -- helpers named in pickles ----------------------------------------------------------------
