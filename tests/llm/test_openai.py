@@ -13,7 +13,8 @@ import pytest
 from resumable.errors import ConfigError, LLMError
 from resumable.llm import make_provider
 from resumable.llm.base import CONTINUE_INSTRUCTION, LLMRequest, Message, Usage
-from resumable.llm.openai import OpenAIProvider, SSEDecoder, SSEEvent, SSEFormatError, is_local_url
+from resumable.llm.openai import OpenAIProvider, is_local_url
+from resumable.llm.sse import SSEDecoder, SSEEvent, SSEFormatError
 
 from .sse_server import Raw, SSEServer, Status, Stream
 
