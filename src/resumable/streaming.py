@@ -18,8 +18,9 @@ statement is complete with its logical line and is split at its top-level
 when emitted, with ``ast.parse``: that is the validity check, and the tree is
 handed on so the executor need not parse again. The header of each compound
 statement is also parsed alone, inside a tiny template, so ``if x`` without a
-colon fails when its line ends rather than when its block does. Work per chunk
-is thus proportional to the new text plus the statement being emitted.
+colon fails when its line ends rather than when its block does (both parses, and
+the placing of their errors in the stream, are in :mod:`resumable.stream_syntax`).
+Work per chunk is thus proportional to the new text plus the statement being emitted.
 
 Limits: strings are lexed by the rules of Python 3.11, where an f-string is one
 token; a 3.12 f-string that nests its own quotes across lines is beyond the
@@ -40,12 +41,11 @@ from __future__ import annotations
 
 import ast
 import re
-import warnings
 from dataclasses import dataclass, field
 
-__all__ = ["Statement", "StatementSplitter"]
+from resumable.stream_syntax import check_header, parse_piece, syntax_error, try_parse
 
-_FILENAME = "<stream>"
+__all__ = ["Statement", "StatementSplitter"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,26 +76,12 @@ _FOLLOWS: dict[str, frozenset[str]] = {
     "except": frozenset({"try"}),
     "finally": frozenset({"try"}),
 }
-# Header line templates: (prefix, suffixes); the header is valid if one candidate parses.
-_BLOCK = ("", (" pass\n", ""))
-_TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
-    **dict.fromkeys(("if", "for", "while", "with", "def", "class", "async"), _BLOCK),
-    "try": ("", (" pass\nfinally: pass\n", "finally: pass\n")),
-    "elif": ("if 1: pass\n", (" pass\n", "")),
-    "else": ("if 1: pass\n", (" pass\n", "")),
-    "except": ("try: pass\n", (" pass\n", "")),
-    "finally": ("try: pass\n", (" pass\n", "")),
-    "@": ("", ("def _(): pass\n",)),
-    "match": ("", (" case _:\n  pass\n",)),
-}
-
 _HEAD = re.compile(r"([ \t\f]*)(\w*)")
 _WORD = re.compile(r"\w*")
 _SKIP = re.compile(r"[ \t\f;]*")
 _SPACE = re.compile(r"(?:[ \t\f]|\\\r?\n)*")
 _TRAILING_SPACE = re.compile(r"(?:[ \t\f]|\\\r?\n)*\Z")
 _NOTHING = re.compile(r"[ \t\f]*(?:#[^\n]*)?(?:\r?\n)?\Z")
-_LINE_REF = re.compile(r"\b(on line|at line) (\d+)")
 _TOKEN = re.compile(r"'''|\"\"\"|['\"#()\[\]{};\\]")
 # String bodies up to (not including) the closing quote, or to the end of the text.
 _BODY = {
@@ -260,13 +246,13 @@ class StatementSplitter:
         col = self._col0 + cut
         if indent:
             if self._kind != _COMPOUND:
-                raise _error(IndentationError, "unexpected indent", self._line, col, line)
+                raise syntax_error(IndentationError, "unexpected indent", self._line, col, line)
         elif word in _FOLLOWS:
             if self._kind != _COMPOUND or self._head not in _FOLLOWS[word]:
-                raise _error(SyntaxError, "invalid syntax", self._line, col, line)
+                raise syntax_error(SyntaxError, "invalid syntax", self._line, col, line)
         elif self._kind == _DECORATOR:
             if word != "@" and word not in _DEFINES:
-                raise _error(SyntaxError, "invalid syntax", self._line, col, line)
+                raise syntax_error(SyntaxError, "invalid syntax", self._line, col, line)
         elif self._kind == _COMPOUND:
             self._finish(out)
         self._lparts = [line]
@@ -308,11 +294,13 @@ class StatementSplitter:
                 stack.append(token)
             elif kind == _CLOSE:
                 if not stack:
-                    raise _error(SyntaxError, f"unmatched '{token}'", self._line, pos - 1, line)
+                    raise syntax_error(
+                        SyntaxError, f"unmatched '{token}'", self._line, pos - 1, line
+                    )
                 opener = stack.pop()
                 if opener != _PAIR[token]:
                     message = f"closing parenthesis '{token}' does not match opening parenthesis '{opener}'"
-                    raise _error(SyntaxError, message, self._line, pos - 1, line)
+                    raise syntax_error(SyntaxError, message, self._line, pos - 1, line)
             elif kind == _QUOTE:
                 end = _BODY[token].match(line, pos).end()  # type: ignore[union-attr]
                 if line.startswith(token, end):
@@ -333,12 +321,12 @@ class StatementSplitter:
                 if line[pos:] in ("\n", "\r\n", ""):
                     return False
                 message = "unexpected character after line continuation character"
-                raise _error(SyntaxError, message, self._line, pos - 1, line)
+                raise syntax_error(SyntaxError, message, self._line, pos - 1, line)
         return not stack
 
     def _unterminated(self) -> SyntaxError:
         message = f"unterminated string literal (detected at line {self._line})"
-        return _error(SyntaxError, message, self._qline, self._qcol, None)
+        return syntax_error(SyntaxError, message, self._qline, self._qcol, None)
 
     # -- statements -----------------------------------------------------------
     def _logical(self, out: list[Statement]) -> None:
@@ -354,10 +342,10 @@ class StatementSplitter:
             text = text[self._lcut :]
         word = self._lword
         if word in _FOLLOWS:
-            self._check_header(text, word)
+            check_header(text, word, self._lline, self._lcol)
             self._extend(text)
         elif word == "@" or (word in _DEFINES and self._kind == _DECORATOR):
-            self._check_header(text, word)
+            check_header(text, word, self._lline, self._lcol)
             if self._kind == _DECORATOR:
                 self._extend(text)
                 if word != "@":
@@ -365,8 +353,8 @@ class StatementSplitter:
                     self._head = word
             else:
                 self._begin(text, _DECORATOR, word)
-        elif word in _STARTS or (word == "match" and _try_parse(text) is not None):
-            self._check_header(text, word)
+        elif word in _STARTS or (word == "match" and try_parse(text) is not None):
+            check_header(text, word, self._lline, self._lcol)
             self._begin(text, _COMPOUND, word)
         else:
             self._emit_simple(text, out)
@@ -391,7 +379,7 @@ class StatementSplitter:
         if not self._kind:
             return
         source = "".join(self._parts)
-        tree = _parse(source, self._sline, self._scol)
+        tree = parse_piece(source, self._sline, self._scol)
         out.append(
             Statement(source, self._start, self._start + len(source), self._sline, self._scol, tree)
         )
@@ -404,10 +392,10 @@ class StatementSplitter:
         """Emit a simple logical line, one statement per top-level ``;``."""
         start, line, col = self._lstart, self._lline, self._lcol
         if not self._semis:
-            tree = _parse(text, line, col)
+            tree = parse_piece(text, line, col)
             out.append(Statement(text, start, start + len(text), line, col, tree))
             return
-        _parse(text, line, col)  # the whole line first: Python's own message for `a; if x: b`
+        parse_piece(text, line, col)  # the whole line first: Python's own message for `a; if x: b`
         begin = 0
         for semi in [*self._semis, start + len(text)]:
             stop = semi - start
@@ -420,34 +408,13 @@ class StatementSplitter:
                 before = text.rfind("\n", 0, begin)
                 at_line = line + text.count("\n", 0, begin)
                 at_col = col + begin if before < 0 else begin - before - 1
-                tree = _parse(piece, at_line, at_col)
+                tree = parse_piece(piece, at_line, at_col)
                 out.append(
                     Statement(
                         piece, start + begin, start + begin + len(piece), at_line, at_col, tree
                     )
                 )
             begin = _SPACE.match(text, stop + 1).end()  # type: ignore[union-attr]
-
-    def _check_header(self, text: str, word: str) -> None:
-        """Fail on a bad compound header now, not when its whole block has arrived."""
-        prefix, suffixes = _TEMPLATES[word]
-        body = text if text.endswith("\n") else text + "\n"
-        errors = []
-        for suffix in suffixes:
-            if (error := _try_parse(prefix + body + suffix)) is None:
-                return
-            errors.append(error)
-        skipped = prefix.count("\n")
-        inside = range(skipped + 1, skipped + body.count("\n") + 1)
-        error = next((e for e in errors if e.lineno in inside), errors[0])
-        if error.lineno not in inside:  # reported in the template: point at the header
-            error.lineno, error.offset, error.end_lineno, error.end_offset = (
-                skipped + 1,
-                1,
-                None,
-                None,
-            )
-        raise _relocate(error, self._lline - skipped, self._lcol, skipped)
 
 
 def _starts_statement(text: str) -> bool | None:
@@ -458,50 +425,3 @@ def _starts_statement(text: str) -> bool | None:
     if word == len(text):
         return not any(keyword.startswith(text) for keyword in _FOLLOWS)
     return text[:word] not in _FOLLOWS
-
-
-def _error(
-    kind: type[SyntaxError], message: str, line: int, col: int, text: str | None
-) -> SyntaxError:
-    return kind(message, (_FILENAME, line, col + 1, text, line, col + 2))
-
-
-def _parse(source: str, line: int, col: int) -> list[ast.stmt]:
-    """Parse a statement; a failure is re-raised with its place in the whole stream."""
-    try:
-        return ast.parse(source, _FILENAME).body
-    except SyntaxError as exc:
-        raise _relocate(exc, line, col, 0) from None
-    except ValueError as exc:  # null bytes, before 3.12
-        raise _error(SyntaxError, str(exc), line, col, None) from None
-
-
-def _try_parse(source: str) -> SyntaxError | None:
-    """Parse a probe without its warnings (the real parse of the statement reports them)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            ast.parse(source, _FILENAME)
-        except SyntaxError as exc:
-            return exc
-        except ValueError as exc:
-            return SyntaxError(str(exc), (_FILENAME, 1, 1, None, 1, 2))
-    return None
-
-
-def _relocate(exc: SyntaxError, line: int, col: int, skipped: int) -> SyntaxError:
-    """The same error, with lines and columns of the whole stream instead of the piece parsed."""
-    first = skipped + 1  # the piece's first line inside what was parsed
-
-    def move(lineno: int | None, offset: int | None) -> tuple[int | None, int | None]:
-        if lineno is None:
-            return None, offset
-        if lineno == first and offset is not None and offset > 0:
-            offset += col
-        return lineno + line - 1, offset
-
-    lineno, offset = move(exc.lineno or first, exc.offset)
-    end_lineno, end_offset = move(exc.end_lineno, exc.end_offset)
-    message = _LINE_REF.sub(lambda m: f"{m.group(1)} {int(m.group(2)) + line - 1}", exc.msg)
-    moved = type(exc)(message, (_FILENAME, lineno, offset, exc.text, end_lineno, end_offset))
-    return moved
