@@ -101,7 +101,10 @@ class RecoveryCoordinator:
         from resumable.session import resume_session as drive
 
         session = await RunSession.attach(self.store, config, run_id, env=env)
-        return await drive(session, config, env=env, **options)
+        try:
+            return await drive(session, config, env=env, **options)
+        finally:
+            await session.close()
 
 
 def remaining_code(state: RunState, frame: FrameState) -> str:

@@ -21,7 +21,14 @@ from typing import Any
 from resumable.checkpoints import CheckpointManager, CheckpointPolicy, crash_after_from_env
 from resumable.config import Config, DurabilitySettings
 from resumable.crypto import Cipher
-from resumable.errors import ConfigError, FencedError, IntegrityError, RecordError, StoreError
+from resumable.errors import (
+    ConfigError,
+    DecryptionError,
+    FencedError,
+    IntegrityError,
+    RecordError,
+    StoreError,
+)
 from resumable.records import RecordCodec
 from resumable.recovery import RecoveryCoordinator
 from resumable.snapshot import Snapshotter
@@ -92,6 +99,7 @@ class RunSession:
     problems: list[str]
     resumed: bool
     heartbeat: asyncio.Task[None] | None = None
+    closed: bool = False
 
     @property
     def run_id(self) -> str:
@@ -153,7 +161,7 @@ class RunSession:
             lease = await store.acquire(run_id, owner_name(), settings.lease_seconds)
         try:
             loaded = await coordinator.load(run_id)
-        except (RecordError, IntegrityError):
+        except (RecordError, IntegrityError, DecryptionError):
             await store.release(lease)
             raise
         loaded.problems[:0] = [p for p in skipped if p not in loaded.problems]
@@ -214,7 +222,10 @@ class RunSession:
         await self.store.put_meta(self.meta)
 
     async def close(self) -> None:
-        """Flush what is buffered and give the run up."""
+        """Flush what is buffered and give the run up (once; later calls do nothing)."""
+        if self.closed:
+            return
+        self.closed = True
         if self.heartbeat is not None:
             self.heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
