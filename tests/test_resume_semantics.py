@@ -8,6 +8,7 @@ Records are chosen by reading the reference run's log, never by counting by hand
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 from pathlib import Path
@@ -230,7 +231,9 @@ def test_a_statement_that_awaits_elsewhere_on_replay_names_both_sites(tmp_path: 
     assert crashed.code == -signal.SIGKILL
     resumed = resumable(["resume", "r"], work, env={"HEADS": "0"})
     assert resumed.code == 1
-    assert "NonDeterminismError" in resumed.stderr
+    assert resumed.stderr.count("resumable: error:") == 1
+    status = json.loads(resumable(["runs", "--json"], work).stdout)[0]["status"]
+    assert status == "failed"
     found = re.search(
         r"replay reached await site (\S+) where the log recorded site (\S+)", resumed.stderr
     )
@@ -423,3 +426,30 @@ def test_durability_disabled_runs_the_script_without_checkpoints(tmp_path: Path)
     assert done.stdout == expected.stdout
     assert not (work / ".resumable").exists()
     assert "Traceback" not in done.stderr
+
+
+SWALLOWING = """\
+try:
+    if random.random() < float(os.environ["HEADS"]):
+        first = await fetch("heads")
+    else:
+        first = await fetch("tails")
+except Exception:
+    first = "swallowed"
+"""
+
+
+def test_except_exception_in_the_program_cannot_swallow_a_divergence(tmp_path: Path) -> None:
+    source = NONDETERMINISTIC.format(body=SWALLOWING)
+    reference = _work(tmp_path, "reference", source)
+    assert _exec(reference, "r", env={"HEADS": "1"}).code == 0
+    point = [r.seq for r in _records(reference, "r") if r.kind == "await"][-1]
+
+    work = _work(tmp_path, "flip", source)
+    assert _exec(work, "r", crash_after=point, env={"HEADS": "1"}).code == -signal.SIGKILL
+    resumed = resumable(["resume", "r"], work, env={"HEADS": "0"})
+    assert resumed.code == 1
+    assert "swallowed" not in resumed.stdout
+    assert "is not deterministic" in resumed.stderr
+    status = json.loads(resumable(["runs", "--json"], work).stdout)[0]["status"]
+    assert status == "failed"

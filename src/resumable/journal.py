@@ -71,6 +71,18 @@ def idempotency_key() -> str:
     return key
 
 
+class ReplayDiverged(BaseException):
+    """Replay left the recorded path: carries the NonDeterminismError for the runner.
+
+    A BaseException, so ``except Exception:`` in the program cannot swallow it and let
+    the run go on along a path the log never saw.
+    """
+
+    def __init__(self, error: NonDeterminismError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
 def _discard(awaitable: Awaitable[Any]) -> None:
     """Drop an awaitable that replay answers from the log, without running it."""
     if inspect.iscoroutine(awaitable):
@@ -142,12 +154,14 @@ class FrameRecorder(HookBase):
         self._task = None
         if leftover:
             first = leftover[min(leftover)]
-            raise NonDeterminismError(
-                f"statement {index} (line {statement.line}) finished without reaching await site "
-                f"{first.site} that the log recorded; the program is not deterministic",
-                frame=self.frame_id,
-                site=first.site,
-                seq=first.seq,
+            raise ReplayDiverged(
+                NonDeterminismError(
+                    f"statement {index} (line {statement.line}) finished without reaching await site "
+                    f"{first.site} that the log recorded; the program is not deterministic",
+                    frame=self.frame_id,
+                    site=first.site,
+                    seq=first.seq,
+                )
             )
         capture = self.snapshotter.capture(self.namespace, exclude=self._exclude)
         await self.manager.put_blobs(capture.new_blobs)
@@ -198,14 +212,16 @@ class FrameRecorder(HookBase):
             if entry is not None:
                 if entry.site != site:
                     _discard(awaitable)
-                    raise NonDeterminismError(
-                        f"replay reached await site {site} where the log recorded site "
-                        f"{entry.site} (await {key} of statement {self._index}); the program "
-                        "is not deterministic (does it branch on the clock or randomness?)",
-                        frame=self.frame_id,
-                        site=site,
-                        recorded_site=entry.site,
-                        seq=entry.seq,
+                    raise ReplayDiverged(
+                        NonDeterminismError(
+                            f"replay reached await site {site} where the log recorded site "
+                            f"{entry.site} (await {key} of statement {self._index}); the program "
+                            "is not deterministic (does it branch on the clock or randomness?)",
+                            frame=self.frame_id,
+                            site=site,
+                            recorded_site=entry.site,
+                            seq=entry.seq,
+                        )
                     )
                 if entry.outcome != "x":
                     _discard(awaitable)

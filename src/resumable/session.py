@@ -254,11 +254,21 @@ class RunOutcome:
 async def resume_session(
     session: RunSession, config: Config, *, env: Mapping[str, str], **options: Any
 ) -> RunOutcome:
-    """Drive an attached run with the runner of its kind."""
-    if session.state.kind == "script":
-        from resumable.script import drive_script
+    """Drive an attached run with the runner of its kind.
 
-        return await drive_script(session, config, env=env, **options)
-    from resumable.playbooks.runtime import drive_playbook
+    A replay that leaves the recorded path fails the run: going on would act on a
+    history the log never saw.
+    """
+    from resumable.journal import ReplayDiverged
 
-    return await drive_playbook(session, config, env=env, **options)
+    try:
+        if session.state.kind == "script":
+            from resumable.script import drive_script
+
+            return await drive_script(session, config, env=env, **options)
+        from resumable.playbooks.runtime import drive_playbook
+
+        return await drive_playbook(session, config, env=env, **options)
+    except ReplayDiverged as diverged:
+        await session.set_status("failed", {"error": diverged.error.message})
+        raise diverged.error from None
