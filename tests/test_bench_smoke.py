@@ -1,0 +1,96 @@
+"""The checkpoint and store benchmarks run end to end and report every figure they promise.
+
+Timings are not checked (the machine is shared); the shape of the JSON, the await counts
+and what the resume runs read are.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "scripts" / "bench.py"
+
+
+def run_bench(tmp_path: Path, *args: str) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, str(BENCH), *args, "--quick", "--json", "--dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=ROOT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert list(tmp_path.iterdir()) == [], "the benchmark left its stores behind"
+    data: dict[str, Any] = json.loads(done.stdout)
+    return data
+
+
+def test_checkpoint_reports_per_await_figures_aims_and_resume_times(tmp_path: Path) -> None:
+    data = run_bench(tmp_path, "checkpoint")
+
+    assert data["benchmark"] == "checkpoint"
+    assert data["ok"] is True
+    rows = {row["case"]: row for row in data["rows"]}
+    for shape in ("loop", "stmt"):
+        for namespace in ("small", "50MB"):
+            assert rows[f"{shape} {namespace} direct"]["awaits"] == 100
+            for sync in ("flush", "fsync"):
+                durable = rows[f"{shape} {namespace} durable {sync}"]
+                assert durable["awaits"] == (100 if sync == "flush" else 10)
+                assert durable["median us"] > 0
+                assert durable["bytes/await"] > 0
+                for key in (
+                    "p99 us",
+                    "mean us",
+                    "+us vs none",
+                    "x floor",
+                    "x floor paired",
+                    "x naive",
+                ):
+                    assert isinstance(durable[key], float), key
+                assert f"{shape} {namespace} naive {sync}" in rows
+    assert "raw os.write (all rows)" in rows
+    assert "raw os.write + os.fsync (all rows)" in rows
+    assert set(data["aims"]) >= {
+        "flush_under_50us",
+        "fsync_within_1.2x_raw_fsync",
+        "big_within_1.5x_small",
+        "bytes_independent_of_big_value",
+        "resume_not_linear",
+    }
+
+    resume = data["resume"]["rows"]
+    assert [row["run"] for row in resume] == [
+        "200 awaits, snapshot every 500",
+        "1000 awaits, snapshot every 500",
+        "200 awaits, no snapshots",
+        "1000 awaits, no snapshots",
+    ]
+    longest_with, longest_without = resume[1], resume[3]
+    assert longest_with["records read"] < longest_with["records"]  # a snapshot was used
+    assert longest_without["records read"] == longest_without["records"]
+    assert all(row["load ms"] > 0 and row["attach ms"] > 0 for row in resume)
+
+
+def test_stores_reports_each_store_and_throughput(tmp_path: Path) -> None:
+    data = run_bench(tmp_path, "stores", "--stores", "file,sqlite")
+
+    assert data["benchmark"] == "stores"
+    rows = {row["store"]: row for row in data["rows"]}
+    assert set(rows) == {"file flush", "file fsync", "sqlite flush", "sqlite fsync"}
+    for row in rows.values():
+        assert row["awaits"] == 20
+        assert row["note"] == ""
+        assert row["median us"] > 0
+    throughput = data["throughput"]["rows"]
+    assert [(row["store"], row["runs"]) for row in throughput] == [
+        (store, runs) for store in rows for runs in (1, 8)
+    ]
+    assert all(row["awaits/s"] > 0 for row in throughput)
+    assert set(data["aims"]) >= {"postgres_within_1.5x_insert", "scaling"}
