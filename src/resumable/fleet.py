@@ -222,13 +222,13 @@ class Worker:
             f"store {self.store.url})"
         )
         while not self._stopping:
+            self._wake.clear()
             free = self.concurrency - len(self._tasks)
             leases = await self._claim(free) if free > 0 else []
             for lease in leases:
                 self._start(lease)
             if leases and len(leases) == free:
                 continue  # every slot taken: the next turn waits for one to free up
-            self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.poll_seconds)
         if self._tasks:
@@ -253,10 +253,12 @@ class Worker:
     def _start(self, lease: Lease) -> None:
         task = asyncio.create_task(self._drive(lease), name=f"run {lease.run_id}")
         self._tasks[lease.run_id] = task
-        task.add_done_callback(lambda _: self._finished(lease.run_id))
+        task.add_done_callback(lambda done: self._finished(lease.run_id, done))
 
-    def _finished(self, run_id: str) -> None:
-        self._tasks.pop(run_id, None)
+    def _finished(self, run_id: str, task: asyncio.Task[None]) -> None:
+        # A run whose lease lapsed (a stalled loop) may be claimed here again meanwhile.
+        if self._tasks.get(run_id) is task:
+            del self._tasks[run_id]
         self._wake.set()
 
     # -- one run -----------------------------------------------------------------------------
@@ -304,7 +306,8 @@ class Worker:
         except Exception as err:
             await self._park(run_id, session, f"{type(err).__name__}: {err}")
         finally:
-            self._sessions.pop(run_id, None)
+            if session is not None and self._sessions.get(run_id) is session:
+                del self._sessions[run_id]
 
     async def _settle(self, session: RunSession, outcome: RunOutcome) -> None:
         """Record how the run ended in its metadata (if the runner did not), then let it go."""
