@@ -360,6 +360,8 @@ async def answer_run(store: CheckpointStore, codec: RecordCodec, run_id: str, te
         await store.append(
             run_id, [StoredRecord(record.seq, lease.epoch, codec.seal(record))], lease
         )
+        # answered: ready to go on (a worker of the fleet claims it; or `resumable resume`)
+        await store.put_meta(replace(meta, status="pending", updated_at=time.time()))
     finally:
         await store.release(lease)
     return str(question.get("prompt", ""))

@@ -86,7 +86,8 @@ async def drive_script(
     state = session.state
     frame = state.frame("main")
     source = state.source
-    if state.status in ("completed", "failed"):
+    if state.status in ("completed", "failed"):  # only the store's meta missed it
+        await session.set_status(state.status, state.detail)  # type: ignore[arg-type]
         return _finished(session)
     if frame.errors:  # the script already failed; only its status record was lost
         error = frame.errors[-1]

@@ -123,9 +123,12 @@ class RunSession:
         settings = config.durability
         codec = await codec_for(store, settings, env)
         now = time.time()
-        meta = replace(meta, status="running", created_at=now, updated_at=now, owner=owner_name())
+        # Created "waiting" (which no worker claims), running once it is ours.
+        meta = replace(meta, status="waiting", created_at=now, updated_at=now, owner=owner_name())
         await store.create_run(meta)
         lease = await store.acquire(meta.run_id, owner_name(), settings.lease_seconds)
+        meta = replace(meta, status="running")
+        await store.put_meta(meta)
         manager = CheckpointManager(
             store,
             codec,
