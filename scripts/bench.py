@@ -1,0 +1,233 @@
+#!/usr/bin/env python
+"""Benchmarks of resumable, one subcommand each.
+
+    python scripts/bench.py splitter            # a table
+    python scripts/bench.py splitter --json     # machine-readable results
+
+A benchmark is one function taking the parsed arguments and returning a
+:class:`Report`, plus one entry in ``BENCHMARKS`` (its options, if any, come
+from that entry's ``options`` function). Every timing is the median of
+``--repeat`` runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import gc
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from resumable.streaming import StatementSplitter
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """What a benchmark measured: table rows (the first column names the row) and a summary."""
+
+    title: str
+    columns: tuple[str, ...]
+    rows: list[tuple[Any, ...]]
+    summary: dict[str, Any] = field(default_factory=dict)
+    ok: bool = True  # False when a --max-* budget was exceeded
+
+    def as_json(self, name: str) -> dict[str, Any]:
+        rows = [dict(zip(self.columns, row, strict=True)) for row in self.rows]
+        return {"benchmark": name, "title": self.title, "rows": rows, **self.summary, "ok": self.ok}
+
+    def as_table(self) -> str:
+        cells = [self.columns, *(tuple(_cell(value) for value in row) for row in self.rows)]
+        widths = [max(len(row[i]) for row in cells) for i in range(len(self.columns))]
+        lines = [self.title, ""]
+        for number, row in enumerate(cells):
+            lines.append(
+                "  ".join(
+                    text.ljust(width) if i == 0 else text.rjust(width)
+                    for i, (text, width) in enumerate(zip(row, widths, strict=True))
+                )
+            )
+            if number == 0:
+                lines.append("  ".join("-" * width for width in widths))
+        lines += ["", *(f"{key}: {_cell(value)}" for key, value in self.summary.items())]
+        return "\n".join(lines)
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    return str(value)
+
+
+def median_seconds(runs: dict[str, Callable[[], object]], repeat: int) -> dict[str, float]:
+    """Median wall time of each run over ``repeat`` rounds, garbage collector off.
+
+    The runs take turns within a round, so a load change on a shared machine
+    affects all of them alike and their ratios stay meaningful.
+    """
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(repeat):
+        for name, run in runs.items():
+            gc.collect()
+            gc.disable()  # as timeit does: the collector's pauses are not the code's cost
+            try:
+                began = time.perf_counter()
+                run()
+                times[name].append(time.perf_counter() - began)
+            finally:
+                gc.enable()
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+# -- splitter -------------------------------------------------------------------
+
+SPLITTER_CANDIDATES = ("_pydecimal.py", "typing.py", "argparse.py", "inspect.py", "turtle.py")
+
+
+def splitter_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--file",
+        type=Path,
+        help="source to split (default: the largest of "
+        + ", ".join(SPLITTER_CANDIDATES)
+        + " in the standard library)",
+    )
+    parser.add_argument("--chunk", type=int, default=4, help="characters per chunk (default 4)")
+    parser.add_argument(
+        "--max-ratio", type=float, help="fail (exit 1) above this ratio to ast.parse"
+    )
+
+
+def largest_library_source() -> Path:
+    library = Path(os.path.dirname(ast.__file__))
+    found = [library / name for name in SPLITTER_CANDIDATES if (library / name).is_file()]
+    if not found:
+        raise SystemExit("none of the candidate sources is in the standard library; pass --file")
+    return max(found, key=lambda path: len(path.read_text(encoding="utf-8")))
+
+
+def bench_splitter(args: argparse.Namespace) -> Report:
+    """A large real source fed in small chunks, against one ast.parse of the whole text."""
+    path: Path = args.file or largest_library_source()
+    text = path.read_text(encoding="utf-8")
+    chunks = [text[i : i + args.chunk] for i in range(0, len(text), args.chunk)]
+    expected = len(ast.parse(text).body)
+
+    def split(pieces: list[str]) -> int:
+        splitter = StatementSplitter()
+        count = 0
+        for piece in pieces:
+            count += len(splitter.feed(piece))
+        return count + len(splitter.close())
+
+    if split(chunks) != expected:
+        raise SystemExit(f"the splitter does not find the {expected} statements of {path}")
+    median = median_seconds(
+        {
+            "parse": lambda: ast.parse(text),
+            "chunked": lambda: split(chunks),
+            "whole": lambda: split([text]),
+        },
+        args.repeat,
+    )
+    parse, chunked, whole = median["parse"], median["chunked"], median["whole"]
+    ratio = chunked / parse
+    rows = [
+        ("ast.parse, whole text once", parse * 1000, 1.0, "-"),
+        (
+            f"StatementSplitter, {args.chunk}-char chunks",
+            chunked * 1000,
+            ratio,
+            chunked / len(chunks) * 1e6,
+        ),
+        ("StatementSplitter, one chunk", whole * 1000, whole / parse, "-"),
+    ]
+    return Report(
+        title=f"Splitting {path.name} ({len(text)} chars, {text.count(chr(10))} lines, "
+        f"{expected} statements, Python {sys.version.split()[0]})",
+        columns=("run", "ms (median)", "x ast.parse", "us per chunk"),
+        rows=rows,
+        summary={
+            "file": str(path),
+            "chars": len(text),
+            "chunks": len(chunks),
+            "statements": expected,
+            "repeat": args.repeat,
+            "ratio": round(ratio, 3),
+        },
+        ok=args.max_ratio is None or ratio <= args.max_ratio,
+    )
+
+
+# -- registry -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Benchmark:
+    run: Callable[[argparse.Namespace], Report]
+    help: str
+    options: Callable[[argparse.ArgumentParser], None] | None = None
+
+
+def bench_checkpoint(args: argparse.Namespace) -> Report:
+    from bench_checkpoint import bench_checkpoint as run  # imports the whole runtime
+
+    return run(args)
+
+
+def checkpoint_options(parser: argparse.ArgumentParser) -> None:
+    from bench_checkpoint import checkpoint_options as options
+
+    options(parser)
+
+
+def bench_stores(args: argparse.Namespace) -> Report:
+    from bench_stores import bench_stores as run  # imports the store drivers
+
+    return run(args)
+
+
+def stores_options(parser: argparse.ArgumentParser) -> None:
+    from bench_stores import stores_options as options
+
+    options(parser)
+
+
+BENCHMARKS: dict[str, Benchmark] = {
+    "splitter": Benchmark(bench_splitter, "statement splitter vs ast.parse", splitter_options),
+    "checkpoint": Benchmark(
+        bench_checkpoint,
+        "per-await cost of durability against its baselines; bytes per await; resume time",
+        checkpoint_options,
+    ),
+    "stores": Benchmark(
+        bench_stores,
+        "per-await cost and concurrent throughput of each store",
+        stores_options,
+    ),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Benchmarks of resumable.")
+    commands = parser.add_subparsers(dest="benchmark", required=True, metavar="BENCHMARK")
+    for name, benchmark in BENCHMARKS.items():
+        sub = commands.add_parser(name, help=benchmark.help, description=benchmark.help)
+        sub.add_argument("--json", action="store_true", help="print the results as JSON")
+        sub.add_argument("--repeat", type=int, default=7, help="runs per timing (median)")
+        if benchmark.options is not None:
+            benchmark.options(sub)
+    args = parser.parse_args(argv)
+    report = BENCHMARKS[args.benchmark].run(args)
+    print(json.dumps(report.as_json(args.benchmark), indent=2) if args.json else report.as_table())
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
