@@ -160,6 +160,13 @@ VALID: list[tuple[str, list[str]]] = [
     ),
     ("def f():\n    pass", ["def f():\n    pass"]),
     ("class A: pass\nx = 1\n", ["class A: pass\n", "x = 1\n"]),
+    # A line holding only a backslash: CPython takes the indentation from its column,
+    # or, at column 0, from the next line.
+    ("if x:\n    y = 1\n    \\\nz = 2\nw = 3\n", ["if x:\n    y = 1\n    \\\nz = 2\n", "w = 3\n"]),
+    ("if x:\n    y = 1\n\\\nz = 2\n", ["if x:\n    y = 1\n", "z = 2\n"]),
+    ("def f():\n    a = 1\n\\\n    return a\n", ["def f():\n    a = 1\n\\\n    return a\n"]),
+    ("a = 1\n\\\n\\\nb = 2\n\\\n# c\n", ["a = 1\n", "b = 2\n"]),
+    ("@dec\n\\\ndef f(): pass\n", ["@dec\n\\\ndef f(): pass\n"]),
 ]
 
 # Streams where each line is one simple statement: strings, prefixes, brackets in strings.
@@ -313,6 +320,9 @@ INVALID: list[tuple[str, str, int, int | None, int]] = [
     ("ok = 1\n@dec\n", "invalid syntax", 2, None, 1),
     ("x = 1\nx = = 2\n", "invalid syntax", 2, 5, 1),
     ("x = 0\n\nclass A:\n    def f(self):\n        return (1 2)\n", "comma", 5, 17, 1),
+    ("\\\n    y = 1\n", "unexpected indent", 2, 5, 0),
+    ("a = 1\n\\\n", "unexpected EOF", 2, 2, 1),
+    ("if x:\n    y = 1\n  \\\n    z = 2\n", "unindent does not match", 4, 10, 0),
 ]
 
 

@@ -125,6 +125,9 @@ class StatementSplitter:
         self._gap: list[str] = []
         self._start = self._sline = self._scol = 0
         self._probe = False  # decide from a partial line whether it ends the compound
+        # Lines holding only a backslash continuation, before a logical line's first token.
+        self._lead: list[str] = []
+        self._lead_indent = False
         # The logical line being scanned.
         self._lparts: list[str] | None = None
         self._lstart = self._lline = self._lcol = self._lcut = 0
@@ -138,7 +141,7 @@ class StatementSplitter:
     @property
     def pending(self) -> str:
         """Text received that may still become part of a statement (for diagnostics)."""
-        parts = [*self._parts, *self._gap] if self._kind else []
+        parts = [*self._parts, *self._gap, *self._lead] if self._kind else [*self._lead]
         if self._lparts is not None:
             text = "".join(self._lparts)
             parts.append(text if self._lindent else text[self._lcut :])
@@ -188,6 +191,8 @@ class StatementSplitter:
             self._partial = []
             if text:
                 self._physical(text, out)
+            if self._lead:  # a backslash continuation with nothing after it
+                parse_piece("".join(self._lead), self._line - len(self._lead), 0)
             if self._lparts is not None:
                 self._logical(out)  # unclosed bracket or string: the parse says what is wrong
             self._finish(out)
@@ -221,6 +226,18 @@ class StatementSplitter:
                 word = match.group(2)  # type: ignore[union-attr]
                 indent = cut > 0 and bool(line[:cut].rpartition("\f")[2])
             first = line[cut : cut + 1]
+            if not word and first == "\\" and line[cut + 1 :] in ("\n", "\r\n"):
+                # As CPython: the first such backslash after blanks fixes the indentation.
+                self._lead.append(line)
+                self._lead_indent = self._lead_indent or indent
+                self._advance(line)
+                return
+            if self._lead:
+                indent = indent or self._lead_indent
+                if self._kind:  # kept if the block goes on, dropped if a statement starts here
+                    self._gap += self._lead
+                self._lead = []
+                self._lead_indent = False
             if not word and (first in ("", "\n", "#") or line.startswith("\r\n", cut)):
                 if self._kind:
                     self._gap.append(line)
@@ -239,7 +256,7 @@ class StatementSplitter:
         self._pos += len(line)
         self._line += 1
         self._col0 = 0
-        self._probe = self._kind == _COMPOUND and self._lparts is None
+        self._probe = self._kind == _COMPOUND and self._lparts is None and not self._lead
 
     def _enter(self, line: str, cut: int, word: str, indent: bool, out: list[Statement]) -> None:
         """A logical line starts: reject what cannot follow, complete what it ends."""
