@@ -14,11 +14,17 @@ subclasses, so ``except Exception:`` in generated code does not swallow them.
 from __future__ import annotations
 
 import asyncio
+import os
+import select
 import sys
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+_POLL_SECONDS = 0.1
+"""How soon a terminal read notices that its question timed out."""
 
 
 class PlaybookReturn(BaseException):
@@ -144,17 +150,40 @@ def parse_answer(kind: str, text: str) -> Any:
 
 
 async def ask_terminal(prompt: str, timeout: float | None) -> str | None:
-    """Ask on the terminal; None if the timeout passed first."""
+    """Ask on the terminal; None if the timeout passed first, EOFError if input is closed.
 
-    def read() -> str:
-        sys.__stderr__.write(f"{prompt}\n> ") if sys.__stderr__ else None
-        return input()
-
-    task = asyncio.get_running_loop().run_in_executor(None, read)
+    The line is read by polling the descriptor, so a question that timed out leaves no
+    reader behind: nothing blocks the exit and nothing steals the next answer.
+    """
+    if sys.__stderr__ is not None:
+        sys.__stderr__.write(f"{prompt}\n> ")
+        sys.__stderr__.flush()
+    stop = threading.Event()
+    reading = asyncio.get_running_loop().run_in_executor(None, _read_line, sys.stdin.fileno(), stop)
     try:
-        return await asyncio.wait_for(task, timeout)
+        return await asyncio.wait_for(reading, timeout)
     except TimeoutError:
         return None
+    finally:
+        stop.set()
+
+
+def _read_line(fd: int, stop: threading.Event) -> str:
+    """One line from ``fd``, giving up (with an empty string) soon after ``stop`` is set."""
+    data = bytearray()
+    while not stop.is_set():
+        ready, _, _ = select.select([fd], [], [], _POLL_SECONDS)
+        if not ready:
+            continue
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            if data:
+                break
+            raise EOFError("the terminal closed its input")
+        data += chunk
+        if b"\n" in data:
+            break
+    return data.split(b"\n", 1)[0].decode("utf-8", "replace").rstrip("\r")
 
 
 def deadline_passed(asked_at: float, timeout: float | None) -> bool:

@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from resumable.config import Config
-from resumable.errors import CodeError, LLMError, ProgramError
+from resumable.errors import CodeError, LLMError, ProgramError, UsageError
 from resumable.executor import StreamingPythonExecutor
 from resumable.hooks import HOOK_NAME, HookBase
-from resumable.journal import FrameRecorder, _in_flight
+from resumable.journal import FrameRecorder, _in_flight, idempotency_key
 from resumable.llm.base import LLMProvider, LLMRequest
 from resumable.output import ProgramOutput
 from resumable.playbooks.primitives import (
@@ -375,7 +375,11 @@ class PlaybookRuntime:
 
     # -- human input ------------------------------------------------------------------------
     async def ask(self, kind: str, prompt: str, timeout: float | None, default: Any) -> Any:
-        key = _in_flight.get() or f"{self.session.run_id}/unkeyed/{kind}"
+        try:
+            # per question, also for questions asked at once in spawned tasks (gather)
+            key = idempotency_key()
+        except UsageError:
+            key = f"{self.session.run_id}/unkeyed/{kind}"
         state = self.session.state
         if key in state.answers:
             return parse_answer(kind, str(state.answers[key]))
@@ -389,13 +393,21 @@ class PlaybookRuntime:
             asked = state.asks[key]
         if deadline_passed(asked["at"], timeout):
             return default
+        question = {
+            "key": key,
+            "kind": kind,
+            "prompt": prompt,
+            "timeout": timeout,
+            "at": asked["at"],
+        }
         if self.interactive:
             remaining = None if timeout is None else max(0.0, asked["at"] + timeout - time.time())
-            text = await ask_terminal(prompt, remaining)
+            try:
+                text = await ask_terminal(prompt, remaining)
+            except EOFError:  # the terminal went away: wait for `resumable answer`
+                raise WaitForInput(question) from None
             return default if text is None else parse_answer(kind, text)
-        raise WaitForInput(
-            {"key": key, "kind": kind, "prompt": prompt, "timeout": timeout, "at": asked["at"]}
-        )
+        raise WaitForInput(question)
 
 
 def _default(text: str | None) -> Any:

@@ -1,0 +1,53 @@
+"""The playbook runtime's guarantees as a user sees them: ``resumable`` in real processes.
+
+Helpers shared by these tests: write a small program with its scripted responses,
+run the command line, read ``show --json``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+from tests.crash.harness import Result, resumable
+
+
+def write_program(folder: Path, name: str, source: str, responses: dict[str, list[str]]) -> Path:
+    """``name.pb`` and the ``name.responses.toml`` the scripted provider answers from."""
+    folder.mkdir(parents=True, exist_ok=True)
+    program = folder / f"{name}.pb"
+    program.write_text(source, encoding="utf-8")
+    table = {
+        playbook: [{"response": r} for r in answers] for playbook, answers in responses.items()
+    }
+    (folder / f"{name}.responses.toml").write_text(tomli_w.dumps(table), encoding="utf-8")
+    return program
+
+
+def cli(
+    args: list[str], cwd: Path, *, env: dict[str, str] | None = None, timeout: float = 60
+) -> Result:
+    """``resumable ARGS`` in a fresh process (no RESUMABLE_* from outside, sync = flush)."""
+    return resumable(args, cwd, env=env, timeout=timeout)
+
+
+def show(cwd: Path, run_id: str, *, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """``resumable show RUN_ID --json``, parsed."""
+    shown = cli(["show", run_id, "--json"], cwd, env=env)
+    assert shown.code == 0, shown.stderr
+    data: dict[str, Any] = json.loads(shown.stdout)
+    return data
+
+
+def errors(result: Result) -> list[str]:
+    """The lines of stderr that report an error (the runtime's other lines say what it does)."""
+    assert "Traceback" not in result.stderr, result.stderr
+    return [line for line in result.stderr.splitlines() if line.startswith("resumable: error:")]
+
+
+def prompts(view: dict[str, Any], frame_id: str = "main") -> list[str]:
+    """The last user message of every LLM call a frame made, in order."""
+    (frame,) = [f for f in view["frames"] if f["frame_id"] == frame_id]
+    return [call["prompt"][-1][1] for call in frame["llm_calls"]]
