@@ -199,6 +199,18 @@ def stores_options(parser: argparse.ArgumentParser) -> None:
     options(parser)
 
 
+def bench_fsync(args: argparse.Namespace) -> Report:
+    from bench_fsync import bench_fsync as run
+
+    return run(args)
+
+
+def fsync_options(parser: argparse.ArgumentParser) -> None:
+    from bench_fsync import fsync_options as options
+
+    options(parser)
+
+
 BENCHMARKS: dict[str, Benchmark] = {
     "splitter": Benchmark(bench_splitter, "statement splitter vs ast.parse", splitter_options),
     "checkpoint": Benchmark(
@@ -210,6 +222,11 @@ BENCHMARKS: dict[str, Benchmark] = {
         bench_stores,
         "per-await cost and concurrent throughput of each store",
         stores_options,
+    ),
+    "fsync": Benchmark(
+        bench_fsync,
+        'a durable await with sync="fsync" against raw append+fsync, in alternating phases',
+        fsync_options,
     ),
 }
 
