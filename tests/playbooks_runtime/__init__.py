@@ -13,6 +13,16 @@ from typing import Any
 import tomli_w
 from tests.crash.harness import Result, resumable
 
+SCENARIO_TRANSCRIPT = [
+    "DataAgent → user: Hello!",
+    "DataAgent → user: SomePlaybook thinks the answer is 42",
+    "DataAgent → user: Result: 42",
+    "DataAgent → user: Got data: {'items': [3, 5, 8], 'source': 'inventory'}",
+    "DataAgent → user: Processed: 32",
+    "DataAgent → user: Done: 42, 32",
+]
+"""What examples/scenario says: 6 * 7 from SomePlaybook, sum([3, 5, 8]) * 2 from ProcessData."""
+
 
 def write_program(folder: Path, name: str, source: str, responses: dict[str, list[str]]) -> Path:
     """``name.pb`` and the ``name.responses.toml`` the scripted provider answers from."""

@@ -12,16 +12,7 @@ from pathlib import Path
 
 import pytest
 from tests.crash.harness import EXAMPLES
-
-SCENARIO_TRANSCRIPT = [
-    "DataAgent → user: Hello!",
-    "DataAgent → user: SomePlaybook thinks the answer is 42",
-    "DataAgent → user: Result: 42",
-    "DataAgent → user: Got data: {'items': [3, 5, 8], 'source': 'inventory'}",
-    "DataAgent → user: Processed: 32",
-    "DataAgent → user: Done: 42, 32",
-]
-"""What examples/scenario says: 6 * 7 from SomePlaybook, sum([3, 5, 8]) * 2 from ProcessData."""
+from tests.playbooks_runtime import SCENARIO_TRANSCRIPT
 
 
 def _console_script() -> list[str]:

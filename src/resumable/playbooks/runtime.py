@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from resumable.config import Config
-from resumable.errors import CodeError, LLMError, ProgramError, UsageError
+from resumable.errors import CodeError, ProgramError, ResumableError, UsageError
 from resumable.executor import StreamingPythonExecutor
 from resumable.hooks import HOOK_NAME, HookBase
 from resumable.journal import FrameRecorder, _in_flight, idempotency_key
@@ -63,6 +63,27 @@ def playbook(fn: Any = None, **options: Any) -> Any:
         return func
 
     return mark(fn) if fn is not None else mark
+
+
+class _Halt(BaseException):
+    """A runtime error of a called playbook's frame (LLM unreachable, store, replay).
+
+    It stops the run instead of reaching the calling response as its exception: the
+    caller's code did nothing wrong, and its LLM must not be told that it did.
+    """
+
+    def __init__(self, error: ResumableError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+class _LimitReached(BaseException):
+    """A frame made ``max_llm_calls`` calls without Return() or End(): the run fails."""
+
+    def __init__(self, message: str, frame: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.frame = frame
 
 
 class _FrameDispatch(HookBase):
@@ -162,6 +183,13 @@ class PlaybookRuntime:
             except WaitForInput as wait:
                 await self.session.set_status("waiting", wait.question)
                 return RunOutcome(self.session.run_id, "waiting", 3, wait.question["prompt"])
+            except _Halt as halt:
+                raise halt.error from None
+            except _LimitReached as limit:
+                await self.session.set_status(
+                    "failed", {"error": limit.message, "frame": limit.frame}
+                )
+                return RunOutcome(self.session.run_id, "failed", 1, limit.message)
         await self.session.set_status("completed", {"result": repr(value)})
         return RunOutcome(self.session.run_id, "completed", 0, result=value)
 
@@ -196,7 +224,10 @@ class PlaybookRuntime:
                 raise TypeError(f"{spec.signature()}: {exc}") from None
             bound.apply_defaults()
             child = self._child_id(parent, spec.name)
-            return await self.run_frame(child, spec.name, dict(bound.arguments), parent)
+            try:
+                return await self.run_frame(child, spec.name, dict(bound.arguments), parent)
+            except ResumableError as error:
+                raise _Halt(error) from error
 
         call.__name__ = spec.name
         call.__doc__ = spec.description
@@ -289,10 +320,11 @@ class PlaybookRuntime:
             data: FrameData = namespace["__frame__"]
             if not resuming:
                 if len(frame.turns) >= limit:
-                    raise LLMError(
-                        f"playbook {spec.name} made {limit} LLM calls without Return() or End(); "
-                        "raise [runtime] max_llm_calls or fix the playbook",
-                        frame=frame.frame_id,
+                    raise _LimitReached(
+                        f"playbook {spec.name} (frame {frame.frame_id}) made {limit} LLM calls "
+                        "without Return() or End(), so the run failed; fix the playbook or "
+                        "raise [runtime] max_llm_calls",
+                        frame.frame_id,
                     )
                 if turn is None:
                     messages = first_prompt(self.program, spec, dict(args))
