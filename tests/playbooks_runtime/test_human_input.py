@@ -24,19 +24,16 @@ Greets whoever answers.
 - Ask the user for their name and greet them
 """
 
-GREETER_RESPONSES = {
-    "Main": [
-        'await Step("Main:01:QUE")\n'
-        'name = await Input("Your name?")\n'
-        'await Say("user", f"Hello, {name}")\n'
-        "await Return(name)\n"
-    ]
-}
-
 
 def _greeter(folder: Path, question: str = 'Input("Your name?")') -> Path:
-    responses = {"Main": [GREETER_RESPONSES["Main"][0].replace('Input("Your name?")', question)]}
-    return write_program(folder, "greeter", GREETER, responses)
+    """A program that asks ``question`` and greets whoever answers."""
+    response = (
+        'await Step("Main:01:QUE")\n'
+        f"name = await {question}\n"
+        'await Say("user", f"Hello, {name}")\n'
+        "await Return(name)\n"
+    )
+    return write_program(folder, "greeter", GREETER, {"Main": [response]})
 
 
 def _env() -> dict[str, str]:
@@ -230,3 +227,14 @@ def test_killed_while_asking_on_a_terminal_then_answered_later(tmp_path: Path) -
     done = cli(["resume", "r", "--no-input"], tmp_path)
     assert done.code == 0, done.stderr
     assert done.stdout.splitlines() == ["Greeter → user: Hello, Bo"]
+
+
+def test_end_of_input_on_a_terminal_makes_the_run_wait(tmp_path: Path) -> None:
+    program = _greeter(tmp_path)
+    session = _terminal(["run", str(program), "--run-id", "r"], tmp_path)
+    session.expect_exact("Your name?")
+    session.sendeof()
+    session.expect(pexpect.EOF)
+    session.close()
+    assert session.exitstatus == 3
+    assert show(tmp_path, "r")["detail"]["prompt"] == "Your name?"
