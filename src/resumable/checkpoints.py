@@ -159,6 +159,13 @@ class CheckpointManager:
         await self._flush()
         return self._seq
 
+    async def write_together(self, records: list[tuple[str, str, dict[str, Any]]]) -> int:
+        """Append several records as one batch: durable all together or not at all."""
+        for kind, frame, body in records:
+            self._buffer.append(self._make(kind, frame, body))
+        await self._flush()
+        return self._seq
+
     async def write_await(self, frame: str, body: dict[str, Any]) -> None:
         """Append an await record, buffered according to ``every``/``interval_seconds``."""
         stored = self._make("await", frame, body)

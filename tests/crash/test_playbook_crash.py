@@ -336,11 +336,6 @@ def _resumes_in_innermost_frame(crash: Crash) -> None:
         assert first["prefix_len"] == current["chars"], f"killed after record {crash.point}"
 
 
-@pytest.mark.xfail(
-    reason="the last chunk of a response and its turn_end are two records: killed between "
-    "them, the resume asks the provider to continue a response it already has whole",
-    strict=True,
-)
 def test_scenario_resume_does_not_continue_a_response_received_whole(
     scenario: tuple[Reference, list[Crash]],
 ) -> None:

@@ -8,7 +8,7 @@ duplicated and a response that was complete is never requested again.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
@@ -54,7 +54,7 @@ class LLMProvider(Protocol):
 
     name: str
 
-    def stream(self, request: LLMRequest) -> AsyncIterator[str]:
+    def stream(self, request: LLMRequest) -> AsyncGenerator[str, None]:
         """Yield the chunks of the response, or only of its rest after ``request.prefix``."""
         ...
 

@@ -16,7 +16,7 @@ import email.utils
 import ipaddress
 import json
 import random
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -111,7 +111,7 @@ class OpenAIProvider:
             await self._client.aclose()
             self._client = None
 
-    async def stream(self, request: LLMRequest) -> AsyncIterator[str]:
+    async def stream(self, request: LLMRequest) -> AsyncGenerator[str, None]:
         self._usage = None
         tally: list[Usage] = []
         received = [request.prefix]

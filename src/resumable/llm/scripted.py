@@ -13,7 +13,7 @@ import asyncio
 import json
 import random
 import tomllib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -167,7 +167,7 @@ class ScriptedProvider:
             )
         return answers[request.call_index - 1]
 
-    async def stream(self, request: LLMRequest) -> AsyncIterator[str]:
+    async def stream(self, request: LLMRequest) -> AsyncGenerator[str, None]:
         self._usage = None
         response = self.response_for(request)
         if not response.startswith(request.prefix):

@@ -13,6 +13,7 @@ was never received - continuing a cut-off response from its recorded prefix.
 from __future__ import annotations
 
 import ast
+import contextlib
 import contextvars
 import inspect
 import os
@@ -110,13 +111,17 @@ class _TurnObserver:
         self.pending: list[str] = []
         self.pending_chars = 0
 
+    def take_pending(self) -> list[tuple[str, str, dict[str, Any]]]:
+        """The chunk record for text not yet recorded (none if there is none)."""
+        if not self.pending:
+            return []
+        text = "".join(self.pending)
+        self.pending, self.pending_chars = [], 0
+        return [("chunk", self.frame_id, {"t": self.turn, "text": text})]
+
     async def flush(self) -> None:
-        if self.pending:
-            text = "".join(self.pending)
-            self.pending, self.pending_chars = [], 0
-            await self.runtime.session.manager.write(
-                "chunk", self.frame_id, {"t": self.turn, "text": text}
-            )
+        for kind, frame, body in self.take_pending():
+            await self.runtime.session.manager.write(kind, frame, body)
 
     async def statement_started(self, statement: Statement, index: int) -> None:
         await self.flush()
@@ -385,25 +390,39 @@ class PlaybookRuntime:
             tuple(from_wire(turn.prompt)), spec.name, index + 1, frame.frame_id, prefix=turn.text
         )
         started = time.monotonic()
-        async for chunk in self.provider.stream(request):
-            observer.pending.append(chunk)
-            observer.pending_chars += len(chunk)
-            if observer.pending_chars >= CHUNK_BATCH:
-                await observer.flush()
-            await executor.add_chunk(chunk)
-            if executor.failed:
-                break  # the rest of this response will not run: stop paying for it
-        await observer.flush()
-        usage = self.provider.last_usage
-        await self.session.manager.write(
-            "turn_end",
-            frame.frame_id,
-            {
+
+        async def end_turn() -> None:
+            usage = self.provider.last_usage
+            end = {
                 "t": index,
                 "usage": None if usage is None else [usage.prompt_tokens, usage.completion_tokens],
                 "ms": round((time.monotonic() - started) * 1000, 1),
-            },
-        )
+            }
+            # The last text and "complete" in one batch: no crash can land between them.
+            await self.session.manager.write_together(
+                [*observer.take_pending(), ("turn_end", frame.frame_id, end)]
+            )
+
+        # One chunk of look-ahead: the last chunk is known to be the last before the
+        # statements it completes run, so the log says "complete" first and a response
+        # received whole is never asked to go on after a crash.
+        async with contextlib.aclosing(self.provider.stream(request)) as stream:
+            chunk = await anext(stream, None)
+            while chunk is not None:
+                following = await anext(stream, None)
+                observer.pending.append(chunk)
+                observer.pending_chars += len(chunk)
+                if following is None:
+                    await end_turn()
+                    await executor.add_chunk(chunk)
+                    return
+                if observer.pending_chars >= CHUNK_BATCH:
+                    await observer.flush()
+                await executor.add_chunk(chunk)
+                if executor.failed:
+                    break  # the rest of this response will not run: stop paying for it
+                chunk = following
+        await end_turn()
 
     # -- human input ------------------------------------------------------------------------
     async def ask(self, kind: str, prompt: str, timeout: float | None, default: Any) -> Any:
