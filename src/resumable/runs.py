@@ -335,7 +335,9 @@ async def answer_run(store: CheckpointStore, codec: RecordCodec, run_id: str, te
     state = loaded.state
     question = state.detail if state.status == "waiting" else {}
     key = question.get("key")
-    if meta.status != "waiting" or not key:
+    # The log decides: a process killed right after it marked the run waiting may
+    # not have updated the store's meta yet.
+    if not key:
         raise UsageError(
             f"run {run_id} is not waiting for input (status {meta.status}); see `resumable runs`",
             run_id=run_id,

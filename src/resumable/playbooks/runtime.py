@@ -553,16 +553,19 @@ async def drive_playbook(
 ) -> RunOutcome:
     """Resume a playbook run attached in ``session``: the recorded program text runs."""
     state = session.state
-    path = Path(state.program)
-    program = parse_program(state.source, path)
-    provider = _provider(config, path, env)
     try:
-        if state.status in ("completed", "failed"):
+        if state.status in ("completed", "failed"):  # only the store's meta missed it
+            await session.set_status(state.status, state.detail)  # type: ignore[arg-type]
             return RunOutcome(session.run_id, state.status, 0 if state.status == "completed" else 1)
-        runtime = PlaybookRuntime(
-            session, config, program, provider, interactive=_interactive(config, no_input)
-        )
-        return await runtime.run()
+        path = Path(state.program)
+        program = parse_program(state.source, path)
+        provider = _provider(config, path, env)
+        try:
+            runtime = PlaybookRuntime(
+                session, config, program, provider, interactive=_interactive(config, no_input)
+            )
+            return await runtime.run()
+        finally:
+            await provider.aclose()
     finally:
-        await provider.aclose()
         await session.close()
