@@ -7,6 +7,8 @@ a user reads one message whichever backend runs; they are built here once.
 from __future__ import annotations
 
 import json
+import os
+import socket
 from collections.abc import Iterable
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -103,6 +105,26 @@ def not_found(run_id: str, url: str) -> RunNotFoundError:
 
 def already_exists(run_id: str, url: str) -> UsageError:
     return UsageError(f"a run with id {run_id} already exists in {url}", run_id=run_id)
+
+
+def holder_is_dead(holder: str | None) -> bool:
+    """True if ``holder`` ("host:pid", as runs name their owner) is a process of this
+    machine that no longer exists: its lease need not run out before another takes over.
+
+    Only for embedded stores (one machine); a store shared by machines waits for expiry.
+    """
+    if not holder:
+        return False
+    host, _, pid = holder.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
 
 
 def busy(run_id: str, holder: str, epoch: int) -> RunBusyError:

@@ -55,6 +55,7 @@ from resumable.store.common import (
     check_keep,
     check_status,
     check_sync,
+    holder_is_dead,
     lease_lost,
     meta_from_row,
     meta_json,
@@ -312,7 +313,8 @@ class SQLiteStore:
         for row in rows:
             meta = meta_from_row(row)
             live = meta.owner is not None and (
-                (row[7] is not None and row[7] > now) or self._held.get(meta.run_id) == meta.epoch
+                self._held.get(meta.run_id) == meta.epoch
+                or (row[7] is not None and row[7] > now and not holder_is_dead(meta.owner))
             )
             summaries.append(RunSummary(meta, last_seq=row[8], last_write=row[9], live=live))
         return summaries
@@ -493,7 +495,8 @@ class SQLiteStore:
             if row is None:
                 raise not_found(run_id, self.url)
             epoch, holder, expires = row
-            if holder is not None and (expires > now or self._held.get(run_id) == epoch):
+            mine = self._held.get(run_id) == epoch
+            if holder is not None and (mine or (expires > now and not holder_is_dead(holder))):
                 raise busy(run_id, holder, epoch)
             db.execute(
                 "UPDATE runs SET epoch=?, owner=?, lease_expires_at=? WHERE run_id=?",
