@@ -364,7 +364,7 @@ def run_command(
     config_path: ConfigOption = None,
 ) -> None:
     """Run a playbook program durably."""
-    from resumable.playbooks.runtime import run_program
+    from resumable.playbooks.runner import run_program
 
     config = _config(config_path)
     line = _progress(config)

@@ -269,7 +269,7 @@ async def resume_session(
             from resumable.script import drive_script
 
             return await drive_script(session, config, env=env, **options)
-        from resumable.playbooks.runtime import drive_playbook
+        from resumable.playbooks.runner import drive_playbook
 
         return await drive_playbook(session, config, env=env, **options)
     except ReplayDiverged as diverged:

@@ -16,37 +16,31 @@ import ast
 import contextlib
 import contextvars
 import inspect
-import os
-import sys
 import time
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from resumable.config import Config
-from resumable.errors import CodeError, ProgramError, ResumableError, UsageError
+from resumable.errors import CodeError, ResumableError
 from resumable.executor import StreamingPythonExecutor
 from resumable.hooks import HOOK_NAME, HookBase
-from resumable.journal import FrameRecorder, _in_flight, idempotency_key
+from resumable.journal import FrameRecorder, _in_flight
 from resumable.llm.base import LLMProvider, LLMRequest
 from resumable.output import ProgramOutput
+from resumable.playbooks.human import HumanDesk
 from resumable.playbooks.primitives import (
     FrameData,
     PlaybookReturn,
     ProgramEnd,
     WaitForInput,
-    ask_terminal,
-    deadline_passed,
     make_primitives,
-    parse_answer,
 )
-from resumable.playbooks.program import PlaybookSpec, Program, parse_program
+from resumable.playbooks.program import PlaybookSpec, Program
 from resumable.playbooks.prompt import first_prompt, from_wire, next_prompt, to_wire
 from resumable.recovery import line_at
 from resumable.rewrite import rewrite_statement
-from resumable.session import RunOutcome, RunSession, new_run_id, store_for
+from resumable.session import RunOutcome, RunSession
 from resumable.state import FrameState
-from resumable.store.base import RunMeta
 from resumable.streaming import Statement
 
 CHUNK_BATCH = 2048
@@ -149,7 +143,7 @@ class PlaybookRuntime:
         self.config = config
         self.program = program
         self.provider = provider
-        self.interactive = interactive
+        self.human = HumanDesk(session, interactive=interactive)
         self.output = ProgramOutput(muted=session.resumed)
         self._current: contextvars.ContextVar[FrameRecorder | None] = contextvars.ContextVar(
             "resumable_frame", default=None
@@ -243,7 +237,7 @@ class PlaybookRuntime:
     ) -> tuple[dict[str, Any], set[str]]:
         data = FrameData(spec.name)
         namespace: dict[str, Any] = {"__frame__": data}
-        fixed = make_primitives(self.program.agent, lambda: namespace["__frame__"], self)
+        fixed = make_primitives(self.program.agent, lambda: namespace["__frame__"], self.human)
         for name, other in self.program.playbooks.items():
             fixed[name] = self._callable(other, frame_id)
         namespace.update(fixed)
@@ -424,42 +418,6 @@ class PlaybookRuntime:
                 chunk = following
         await end_turn()
 
-    # -- human input ------------------------------------------------------------------------
-    async def ask(self, kind: str, prompt: str, timeout: float | None, default: Any) -> Any:
-        try:
-            # per question, also for questions asked at once in spawned tasks (gather)
-            key = idempotency_key()
-        except UsageError:
-            key = f"{self.session.run_id}/unkeyed/{kind}"
-        state = self.session.state
-        if key in state.answers:
-            return parse_answer(kind, str(state.answers[key]))
-        asked = state.asks.get(key)
-        if asked is None:
-            await self.session.manager.write(
-                "ask",
-                "main",
-                {"key": key, "kind": kind, "prompt": prompt, "timeout": timeout, "at": time.time()},
-            )
-            asked = state.asks[key]
-        if deadline_passed(asked["at"], timeout):
-            return default
-        question = {
-            "key": key,
-            "kind": kind,
-            "prompt": prompt,
-            "timeout": timeout,
-            "at": asked["at"],
-        }
-        if self.interactive:
-            remaining = None if timeout is None else max(0.0, asked["at"] + timeout - time.time())
-            try:
-                text = await ask_terminal(prompt, remaining)
-            except EOFError:  # the terminal went away: wait for `resumable answer`
-                raise WaitForInput(question) from None
-            return default if text is None else parse_answer(kind, text)
-        raise WaitForInput(question)
-
 
 def _default(text: str | None) -> Any:
     """A playbook parameter's default: a Python literal, else the text itself."""
@@ -469,103 +427,3 @@ def _default(text: str | None) -> Any:
         return ast.literal_eval(text)
     except (ValueError, SyntaxError):
         return text
-
-
-def _absolute(path: Path) -> str:
-    """Where the program lives, so a resume from another folder still finds its responses."""
-    return os.path.abspath(path)
-
-
-def _interactive(config: Config, no_input: bool) -> bool:
-    return not (no_input or config.runtime.no_input) and sys.stdin.isatty()
-
-
-def _provider(config: Config, program_path: Path, env: Mapping[str, str]) -> LLMProvider:
-    from resumable.llm import make_provider
-
-    llm = config.llm
-    responses = str(config.resolve_path(llm.responses)) if llm.responses else ""
-    return make_provider(
-        provider=llm.provider,
-        responses=responses or None,
-        base_url=llm.base_url,
-        model=llm.model,
-        api_key_env=llm.api_key_env,
-        timeout_seconds=llm.timeout_seconds,
-        max_retries=llm.max_retries,
-        temperature=llm.temperature,
-        chunk_delay_seconds=llm.chunk_delay_seconds,
-        seed=llm.seed,
-        program_path=program_path,
-        env=env,
-    )
-
-
-async def run_program(
-    path: Path,
-    config: Config,
-    *,
-    env: Mapping[str, str],
-    run_id: str | None = None,
-    no_input: bool = False,
-    on_start: Any = None,
-) -> RunOutcome:
-    """Run a .pb program from its start."""
-    from resumable.playbooks.program import load_program
-
-    program = load_program(path)
-    provider = _provider(config, path, env)
-    if not config.durability.enabled:
-        raise ProgramError(
-            "[durability] enabled = false is supported by `resumable exec` only; "
-            "playbooks always run durably",
-            path=str(path),
-        )
-    store = store_for(config.durability, config)
-    async with store:
-        meta = RunMeta(run_id or new_run_id(), program=str(path), kind="playbook")
-        first = {
-            "program": _absolute(path),
-            "kind": "playbook",
-            "source": program.source,
-            "entry": program.entry,
-        }
-        session = await RunSession.create(store, config, meta, first, env=env)
-        if on_start is not None:
-            on_start(session.run_id)
-        try:
-            runtime = PlaybookRuntime(
-                session, config, program, provider, interactive=_interactive(config, no_input)
-            )
-            return await runtime.run()
-        finally:
-            await provider.aclose()
-            await session.close()
-
-
-async def drive_playbook(
-    session: RunSession,
-    config: Config,
-    *,
-    env: Mapping[str, str],
-    no_input: bool = False,
-    **_: Any,
-) -> RunOutcome:
-    """Resume a playbook run attached in ``session``: the recorded program text runs."""
-    state = session.state
-    try:
-        if state.status in ("completed", "failed"):  # only the store's meta missed it
-            await session.set_status(state.status, state.detail)  # type: ignore[arg-type]
-            return RunOutcome(session.run_id, state.status, 0 if state.status == "completed" else 1)
-        path = Path(state.program)
-        program = parse_program(state.source, path)
-        provider = _provider(config, path, env)
-        try:
-            runtime = PlaybookRuntime(
-                session, config, program, provider, interactive=_interactive(config, no_input)
-            )
-            return await runtime.run()
-        finally:
-            await provider.aclose()
-    finally:
-        await session.close()
