@@ -110,6 +110,7 @@ class FrameRecorder(HookBase):
         replay: dict[int, AwaitEntry] | None = None,
         on_live: Callable[[], None] | None = None,
         exclude: Collection[str] = ("__builtins__", "__resumable__"),
+        extras: Callable[[], Awaitable[dict[str, Any]]] | None = None,
     ) -> None:
         self.manager = manager
         self.frame_id = frame_id
@@ -121,6 +122,8 @@ class FrameRecorder(HookBase):
         self._replay: dict[int, AwaitEntry] = {}
         self._on_live = on_live
         self._exclude = exclude
+        self._extras = extras
+        """Run-level state to carry in the same boundary record (e.g. agent-wide state)."""
         self._index = -1
         self._next_key = 0
         self._task: asyncio.Task[Any] | None = None
@@ -185,6 +188,8 @@ class FrameRecorder(HookBase):
                 "kind": getattr(error, "kind", "exception"),
                 "traceback": getattr(error, "traceback", ""),
             }
+        if self._extras is not None:
+            body.update(await self._extras())
         await self.manager.write("stmt", self.frame_id, body)
 
     # -- awaits -----------------------------------------------------------------------

@@ -16,7 +16,8 @@ turn_end   t, usage, ms
 await      t, i (statement), k (key), s (site), n (next key), o (outcome
            tag: v value, e exception, x not picklable), v (pickle), b (blobs)
 stmt       t, i, end (offset after the statement), ns (pickle or None when
-           unchanged), b (blob digests), err, lost
+           unchanged), b (blob digests), err, lost, agent (agent-wide state, when
+           the statement changed it)
 return     v (pickle of the frame's return value)
 status     status, detail (waiting question, failure message, ...)
 ask        key (the await's idempotency key), kind, prompt, timeout, at
@@ -102,6 +103,7 @@ class RunState:
     detail: dict[str, Any] = field(default_factory=dict)
     answers: dict[str, Any] = field(default_factory=dict)
     asks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    agent: bytes | None = None
     seq: int = 0
     last_event_seq: int = 0
     time: float = 0.0
@@ -138,6 +140,8 @@ class RunState:
                 frame.lost = dict(body.get("lost") or {})
             frame.journal = {}
             frame.journal_stmt = None
+            if "agent" in body:
+                self.agent = body["agent"]
             if body.get("err"):
                 frame.errors.append(body["err"])
         elif kind == "chunk":
@@ -201,6 +205,7 @@ class RunState:
             "detail": self.detail,
             "answers": self.answers,
             "asks": self.asks,
+            "agent": self.agent,
             "seq": self.seq,
             "last_event_seq": self.last_event_seq,
             "time": self.time,
@@ -219,6 +224,7 @@ class RunState:
             detail=dict(data.get("detail") or {}),
             answers=dict(data.get("answers") or {}),
             asks=dict(data.get("asks") or {}),
+            agent=data.get("agent"),
             seq=data["seq"],
             last_event_seq=data.get("last_event_seq", data["seq"]),
             time=data["time"],

@@ -14,12 +14,14 @@ subclasses, so ``except Exception:`` in generated code does not swallow them.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import os
 import select
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -55,6 +57,37 @@ class FrameData:
     step: str | None = None
     turn: int = -1
     observations: list[str] = field(default_factory=list)
+
+
+_agent: contextvars.ContextVar[AgentState | None] = contextvars.ContextVar(
+    "resumable_agent", default=None
+)
+
+
+class AgentState(dict[str, Any]):
+    """Agent-wide state (the steps' ``$vars``): one dict shared by every frame of a run.
+
+    It is checkpointed on its own (with the boundary record of the statement that
+    changed it); a frame's namespace refers to it by reduction, so after a resume every
+    frame sees the same restored dict again.
+    """
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (current_agent, ())
+
+    @contextmanager
+    def current(self) -> Iterator[AgentState]:
+        token = _agent.set(self)
+        try:
+            yield self
+        finally:
+            _agent.reset(token)
+
+
+def current_agent() -> AgentState:
+    """The agent state of the run being executed (what a pickled reference resolves to)."""
+    agent = _agent.get()
+    return AgentState() if agent is None else agent
 
 
 class HumanChannel(Protocol):

@@ -22,7 +22,8 @@ Primitives (all must be awaited):
 - await Approve(prompt, timeout=None, default=None)   ask a human yes/no
 - await Review(content, prompt, timeout=None, default=None)
 - await Escalate(reason, to="human", timeout=None, default=None)
-Every playbook is an async function you can await, e.g. x = await SomePlaybook()."""
+Every playbook is an async function you can await, e.g. x = await SomePlaybook().
+`agent` is a dict shared by every playbook of the run: keep agent-wide $vars in it."""
 
 RULES = """\
 Reply with Python code only, no prose and no Markdown fences. Top-level await is allowed.

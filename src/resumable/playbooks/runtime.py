@@ -29,6 +29,7 @@ from resumable.llm.base import LLMProvider, LLMRequest
 from resumable.output import ProgramOutput
 from resumable.playbooks.human import HumanDesk
 from resumable.playbooks.primitives import (
+    AgentState,
     FrameData,
     PlaybookReturn,
     ProgramEnd,
@@ -40,6 +41,7 @@ from resumable.playbooks.prompt import first_prompt, from_wire, next_prompt, to_
 from resumable.recovery import line_at
 from resumable.rewrite import rewrite_statement
 from resumable.session import RunOutcome, RunSession
+from resumable.snapshot import Snapshotter
 from resumable.state import FrameState
 from resumable.streaming import Statement
 
@@ -144,6 +146,15 @@ class PlaybookRuntime:
         self.program = program
         self.provider = provider
         self.human = HumanDesk(session, interactive=interactive)
+        state = session.state
+        # agent state is small and pickled whole: no blobs to fetch before it is loaded
+        self._agent_pickler = Snapshotter(blob_threshold=1 << 62)
+        self._agent_pickle = state.agent
+        self.agent = AgentState(
+            {}
+            if state.agent is None
+            else self._agent_pickler.loads_value(state.agent, load_blob=_no_blob, ns={})
+        )
         self.output = ProgramOutput(muted=session.resumed)
         self._current: contextvars.ContextVar[FrameRecorder | None] = contextvars.ContextVar(
             "resumable_frame", default=None
@@ -174,7 +185,7 @@ class PlaybookRuntime:
 
     async def run(self) -> RunOutcome:
         entry = self.session.state.entry or self.program.entry
-        with self.output.installed():
+        with self.output.installed(), self.agent.current():
             try:
                 value = await self.run_frame("main", entry, {}, None)
             except ProgramEnd:
@@ -238,6 +249,7 @@ class PlaybookRuntime:
         data = FrameData(spec.name)
         namespace: dict[str, Any] = {"__frame__": data}
         fixed = make_primitives(self.program.agent, lambda: namespace["__frame__"], self.human)
+        fixed["agent"] = self.agent
         for name, other in self.program.playbooks.items():
             fixed[name] = self._callable(other, frame_id)
         namespace.update(fixed)
@@ -277,6 +289,7 @@ class PlaybookRuntime:
             replay=frame.journal,
             on_live=self.go_live,
             exclude=exclude,
+            extras=self._agent_changes,
         )
         recorder.set_previous_namespace(frame.ns)
         self._maybe_live(frame, replaying=bool(frame.journal))
@@ -289,6 +302,14 @@ class PlaybookRuntime:
             return done.value
         finally:
             self._current.reset(token)
+
+    async def _agent_changes(self) -> dict[str, Any]:
+        """The agent state for a boundary record, if the statement changed it."""
+        pickled = self._agent_pickler.dumps_value(dict(self.agent), {})
+        if pickled.data == self._agent_pickle:
+            return {}
+        self._agent_pickle = pickled.data
+        return {"agent": pickled.data}
 
     def _maybe_live(self, frame: FrameState, *, replaying: bool) -> None:
         if not replaying and frame.last_seq >= self.session.manager.replay_until:
@@ -417,6 +438,10 @@ class PlaybookRuntime:
                     break  # the rest of this response will not run: stop paying for it
                 chunk = following
         await end_turn()
+
+
+def _no_blob(digest: str) -> bytes:
+    raise KeyError(f"agent state refers to blob {digest}, which it never writes")
 
 
 def _default(text: str | None) -> Any:
