@@ -169,7 +169,10 @@ class StreamingPythonExecutor:
             await self.observer.statement_finished(statement, index, error)
 
     def _compile(self, statement: Statement, index: int) -> Any:
-        tree = ast.parse(statement.source, self.filename, "exec")
+        if statement.tree is not None:  # the splitter parsed it already (a fresh tree each)
+            tree = ast.Module(body=statement.tree, type_ignores=[])
+        else:
+            tree = ast.parse(statement.source, self.filename, "exec")
         if statement.line > 1:
             ast.increment_lineno(tree, statement.line - 1)
         tree = rewrite_statement(tree, index)

@@ -2,7 +2,8 @@
 
 The database stores pay one commit (one fsync, one round trip) for all the appends
 that arrived while the previous commit ran, so many runs share its cost. Nothing
-waits on a timer: an append that finds nothing else pending is committed at once.
+waits on a timer: an append that finds nothing else pending is committed at once, by
+its own task.
 Each append still succeeds or fails on its own: the store's ``commit`` returns one
 outcome per append, and a stale lease refuses only its own append.
 """
@@ -45,6 +46,8 @@ class GroupCommit:
         self._one_per_run = one_append_per_run
         self._queue: asyncio.Queue[PendingAppend | None] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
+        self._writing = asyncio.Lock()
+        """Held by whoever commits: the writer task, or an append committed directly."""
 
     @property
     def running(self) -> bool:
@@ -62,9 +65,18 @@ class GroupCommit:
             self._task = None
 
     async def submit(self, run_id: str, records: Sequence[StoredRecord], lease: Lease) -> None:
-        """Wait until the append is committed; raise what refused it."""
+        """Wait until the append is committed; raise what refused it.
+
+        Alone (no commit running, nothing queued) the append is committed right here,
+        without the hop to the writer task: a single run pays one round trip, no more.
+        """
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._queue.put_nowait(PendingAppend(run_id, list(records), lease, done))
+        item = PendingAppend(run_id, list(records), lease, done)
+        if self._task is not None and not self._writing.locked() and self._queue.empty():
+            async with self._writing:
+                await self._commit_group([item])
+        else:
+            self._queue.put_nowait(item)
         await done
 
     async def _loop(self) -> None:
@@ -79,8 +91,9 @@ class GroupCommit:
                     stopping = True
                     break
                 batch.append(item)
-            for group in _rounds(batch) if self._one_per_run else [batch]:
-                await self._commit_group(group)
+            async with self._writing:
+                for group in _rounds(batch) if self._one_per_run else [batch]:
+                    await self._commit_group(group)
             if stopping:
                 return
 
