@@ -227,7 +227,8 @@ def runs_command(json_out: JsonOption = False, config_path: ConfigOption = None)
             else "-"
         )
         table.add_row(row.run_id, row.program, row.status, str(row.records), when)
-    Console(highlight=False).print(table)
+    # piped: full ids and paths on one line each, not cut to 80 columns
+    Console(highlight=False, width=None if sys.stdout.isatty() else 1000).print(table)
 
 
 @app.command("show")
