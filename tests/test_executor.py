@@ -170,3 +170,11 @@ async def test_spawned_tasks_and_gather_work_with_top_level_await() -> None:
     assert (await executor.finalize()).error is None
     assert executor.namespace["results"] == [0, 1, 4, 9, 16]
     assert executor.namespace["seven"] == 49
+
+
+async def test_run_executes_a_whole_source_as_one_response() -> None:
+    executor = StreamingPythonExecutor()
+    result = await executor.run("import asyncio\nawait asyncio.sleep(0)\nx = 5\n")
+    assert result.error is None
+    assert result.statements == 3
+    assert executor.namespace["x"] == 5

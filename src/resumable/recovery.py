@@ -107,7 +107,7 @@ class RecoveryCoordinator:
             await session.close()
 
 
-def remaining_code(state: RunState, frame: FrameState) -> str:
+def remaining_code(frame: FrameState) -> str:
     """What of the frame's current response has not run yet (from the statement in progress)."""
     turn = frame.current_turn()
     if turn is None:

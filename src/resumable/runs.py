@@ -185,7 +185,7 @@ async def show_run(
                 frame.turn,
                 frame.next_index,
                 executed_code(frame),
-                remaining_code(state, frame),
+                remaining_code(frame),
                 line_at(text, frame.offset),
                 [e.site for _, e in sorted(frame.journal.items())],
                 variables,

@@ -107,7 +107,6 @@ class RunState:
     seq: int = 0
     last_event_seq: int = 0
     time: float = 0.0
-    warnings: list[str] = field(default_factory=list)
 
     def frame(self, frame_id: str) -> FrameState:
         frame = self.frames.get(frame_id)
