@@ -6,9 +6,10 @@ import shutil
 import signal
 from pathlib import Path
 
+from tests.crash.harness import EXAMPLES, resumable
+
 from resumable import RecoveryCoordinator, load_config
 from resumable.session import codec_for, store_for
-from tests.crash.harness import EXAMPLES, resumable
 
 
 async def test_a_crashed_run_is_recovered_from_python(tmp_path: Path) -> None:
