@@ -1,15 +1,18 @@
 """PostgresStore: runs in PostgreSQL, the store for more than one machine.
 
-Design note. Fencing lives in the database: an append is one statement that bumps
-``runs.last_seq`` only where ``runs.epoch`` is the lease's epoch and the first new
-seq follows the last one, and inserts the records of exactly those runs, so the
-check and the write commit together (a concurrent ``acquire`` waits on the row lock
-and the check is re-evaluated on the new row). Appends from many runs of one
-process are committed together: a single writer task (:mod:`.group_commit`) takes
-every append waiting when it wakes and sends them as one statement (each item
+Design note. Fencing lives in the database: an append is one statement that
+share-locks the run's row where ``runs.epoch`` is the lease's epoch, checks that the
+first new seq follows the run's last one (read backwards off the records' primary
+key) and inserts the records of exactly those runs, so the check and the write
+commit together (a concurrent ``acquire`` holds or waits for the row: the append
+waits for it and re-checks the new epoch). No row is updated, and the records have
+no foreign key to check: the fence proves the run exists. Appends from many runs of
+one process are committed together: a single writer task (:mod:`.group_commit`)
+takes every append waiting when it wakes and sends them as one statement (each item
 checked on its own, a stale one refused alone), then releases every waiter. Nothing
-waits on a timer: an append that finds nothing else pending is one round trip. The
-tables and their migrations are in :mod:`.postgres_schema`.
+waits on a timer: an append that finds nothing else pending is one round trip of a
+statement with plain parameters. The tables and their migrations are in
+:mod:`.postgres_schema`.
 
 ``sync``: ``fsync`` -> ``synchronous_commit = on`` (a commit is on the server's
 disk before the append returns); ``flush`` -> ``off`` (acknowledged before the WAL
@@ -68,27 +71,49 @@ _SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 _DRIVER_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
 
 _RUN_COLUMNS = (
-    "run_id, meta, status, created_at, updated_at, epoch, owner, last_seq, "
-    "extract(epoch FROM last_write)::float8 AS last_write, "
-    "coalesce(owner IS NOT NULL AND lease_expires_at > now(), false) AS live"
+    "r.run_id, r.meta, r.status, r.created_at, r.updated_at, r.epoch, r.owner, "
+    "greatest(r.seq_floor, latest.seq) AS last_seq, "
+    "extract(epoch FROM coalesce(latest.written_at, r.last_write))::float8 AS last_write, "
+    "coalesce(r.owner IS NOT NULL AND r.lease_expires_at > now(), false) AS live"
 )
+# The last record of each run, read backwards off the records' primary key.
+_RUNS = """{s}.runs AS r LEFT JOIN LATERAL (
+    SELECT seq, written_at FROM {s}.records WHERE run_id = r.run_id ORDER BY seq DESC LIMIT 1
+) AS latest ON true"""
 
-_APPEND = """
-WITH items AS (
-    SELECT * FROM unnest($1::int[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[])
-        AS i(item, run_id, epoch, first_seq, last_seq)
-), locked AS (  -- rows locked in one order, so two writing processes cannot deadlock
-    SELECT run_id FROM {s}.runs WHERE run_id IN (SELECT run_id FROM items)
-    ORDER BY run_id FOR NO KEY UPDATE
+# An append's fence: the run's row at the lease's epoch, share-locked so that an
+# acquire in progress is waited for and its new epoch seen; then its first seq must
+# follow the run's last one. No row is updated.
+_APPEND_ONE = """
+WITH fenced AS (
+    SELECT run_id, seq_floor FROM {s}.runs WHERE run_id = $1 AND epoch = $2 FOR SHARE
 ), accepted AS (
-    UPDATE {s}.runs AS r SET last_seq = i.last_seq, last_write = now()
-    FROM items AS i JOIN locked AS l ON l.run_id = i.run_id
-    WHERE r.run_id = i.run_id AND r.epoch = i.epoch AND r.last_seq < i.first_seq
-    RETURNING i.item
+    SELECT run_id FROM fenced
+    WHERE greatest(seq_floor, (SELECT max(seq) FROM {s}.records WHERE run_id = $1)) < $3
+)
+INSERT INTO {s}.records (run_id, seq, epoch, data)
+SELECT a.run_id, n.seq, n.epoch, n.data
+FROM accepted AS a, unnest($4::bigint[], $5::bigint[], $6::bytea[]) AS n(seq, epoch, data)
+RETURNING 1
+"""
+
+_APPEND_MANY = """
+WITH items AS (
+    SELECT * FROM unnest($1::int[], $2::text[], $3::bigint[], $4::bigint[])
+        AS i(item, run_id, epoch, first_seq)
+), fenced AS (
+    SELECT i.item, r.run_id, r.seq_floor, i.first_seq
+    FROM {s}.runs AS r JOIN items AS i ON i.run_id = r.run_id AND i.epoch = r.epoch
+    ORDER BY r.run_id FOR SHARE OF r
+), accepted AS (
+    SELECT f.item FROM fenced AS f
+    WHERE greatest(
+        f.seq_floor, (SELECT max(seq) FROM {s}.records AS x WHERE x.run_id = f.run_id)
+    ) < f.first_seq
 ), written AS (
     INSERT INTO {s}.records (run_id, seq, epoch, data)
     SELECT n.run_id, n.seq, n.epoch, n.data
-    FROM unnest($6::int[], $7::text[], $8::bigint[], $9::bigint[], $10::bytea[])
+    FROM unnest($5::int[], $6::text[], $7::bigint[], $8::bigint[], $9::bytea[])
         AS n(item, run_id, seq, epoch, data)
     JOIN accepted AS a ON a.item = n.item
 )
@@ -145,7 +170,12 @@ class PostgresStore:
         self.url = urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
         self._sql = {
             name: sql.format(s=f'"{schema}"')
-            for name, sql in {"append": _APPEND, "claim": _CLAIM}.items()
+            for name, sql in {
+                "append_one": _APPEND_ONE,
+                "append_many": _APPEND_MANY,
+                "claim": _CLAIM,
+                "runs": _RUNS,
+            }.items()
         }
         self._s = f'"{schema}"'
         self._pool: Any = None
@@ -294,7 +324,7 @@ class PostgresStore:
     async def get_meta(self, run_id: str) -> RunMeta:
         async with self._conn("reading a run") as conn:
             row = await conn.fetchrow(
-                f"SELECT {_RUN_COLUMNS} FROM {self._s}.runs WHERE run_id = $1", run_id
+                f"SELECT {_RUN_COLUMNS} FROM {self._sql['runs']} WHERE r.run_id = $1", run_id
             )
         if row is None:
             raise not_found(run_id, self.url)
@@ -318,17 +348,20 @@ class PostgresStore:
     async def list_runs(self) -> list[RunSummary]:
         async with self._conn("listing runs") as conn:
             rows = await conn.fetch(
-                f"SELECT {_RUN_COLUMNS} FROM {self._s}.runs ORDER BY created_at DESC, run_id DESC"
+                f"SELECT {_RUN_COLUMNS} FROM {self._sql['runs']} "
+                "ORDER BY r.created_at DESC, r.run_id DESC"
             )
         return [
             RunSummary(meta_from_row(r), r["last_seq"], r["last_write"], r["live"]) for r in rows
         ]
 
     async def delete_run(self, run_id: str) -> None:
-        async with self._conn("deleting a run") as conn:
+        async with self._conn("deleting a run") as conn, conn.transaction():
+            # The run's row first: an append in progress is waited for, a later one refused.
             status = await conn.execute(f"DELETE FROM {self._s}.runs WHERE run_id = $1", run_id)
-        if status.endswith(" 0"):
-            raise not_found(run_id, self.url)
+            if status.endswith(" 0"):
+                raise not_found(run_id, self.url)
+            await conn.execute(f"DELETE FROM {self._s}.records WHERE run_id = $1", run_id)
 
     # -- the log --------------------------------------------------------------
     async def append(self, run_id: str, records: Sequence[StoredRecord], lease: Lease) -> None:
@@ -346,25 +379,28 @@ class PostgresStore:
 
     async def _commit(self, group: list[PendingAppend]) -> list[Exception | None]:
         """One statement for the whole group; why a refused item was refused comes after."""
-        # Column arrays for unnest(): one row per append, one row per record.
-        items = zip(
-            *[
-                (n, i.run_id, i.lease.epoch, i.records[0].seq, i.records[-1].seq)
-                for n, i in enumerate(group)
-            ],
-            strict=True,
-        )
-        rows = zip(
-            *[
-                (n, i.run_id, r.seq, r.epoch, r.data)
-                for n, i in enumerate(group)
-                for r in i.records
-            ],
-            strict=True,
-        )
         try:
             conn = await self._writer_connection()
-            accepted = {row[0] for row in await conn.fetch(self._sql["append"], *items, *rows)}
+            if len(group) == 1:
+                (only,) = group
+                columns = zip(*[(r.seq, r.epoch, r.data) for r in only.records], strict=True)
+                written = await conn.fetch(
+                    self._sql["append_one"],
+                    only.run_id,
+                    only.lease.epoch,
+                    only.records[0].seq,
+                    *columns,
+                )
+                accepted = {0} if written else set()
+            else:
+                accepted = {
+                    row[0] for row in await conn.fetch(self._sql["append_many"], *_columns(group))
+                }
+        except asyncpg.UniqueViolationError:
+            # Another writer of the same epoch committed these seqs first: refused below.
+            if len(group) > 1:
+                return [(await self._commit([item]))[0] for item in group]
+            accepted = set()
         except asyncpg.PostgresError as err:
             if len(group) > 1 and not isinstance(err, asyncpg.PostgresConnectionError):
                 return [(await self._commit([item]))[0] for item in group]
@@ -378,7 +414,7 @@ class PostgresStore:
             return [None] * len(group)
         async with self._conn("appending") as check:
             found = await check.fetch(
-                f"SELECT run_id, epoch, last_seq FROM {self._s}.runs WHERE run_id = ANY($1)",
+                f"SELECT {_RUN_COLUMNS} FROM {self._sql['runs']} WHERE r.run_id = ANY($1)",
                 [item.run_id for item in refused],
             )
         state = {row["run_id"]: (row["epoch"], row["last_seq"]) for row in found}
@@ -508,6 +544,15 @@ class PostgresStore:
             )
             if cut is None:
                 return 0
+            # The run's last seq and write time outlive its records.
+            await conn.execute(
+                f"UPDATE {self._s}.runs AS r SET seq_floor = x.seq, last_write = x.written_at "
+                f"FROM (SELECT seq, written_at FROM {self._s}.records WHERE run_id = $1 "
+                "AND seq <= $2 ORDER BY seq DESC LIMIT 1) AS x "
+                "WHERE r.run_id = $1 AND x.seq > r.seq_floor",
+                run_id,
+                cut,
+            )
             await conn.execute(
                 f"DELETE FROM {self._s}.snapshots WHERE run_id = $1 AND seq <= $2", run_id, cut
             )
@@ -579,3 +624,16 @@ class PostgresStore:
                 f"SELECT EXISTS (SELECT 1 FROM {self._s}.runs WHERE run_id = $1)", run_id
             )
         )
+
+
+def _columns(group: list[PendingAppend]) -> list[Sequence[Any]]:
+    """The arrays of the group statement: one row per append, then one per record."""
+    items = zip(
+        *[(n, i.run_id, i.lease.epoch, i.records[0].seq) for n, i in enumerate(group)],
+        strict=True,
+    )
+    rows = zip(
+        *[(n, i.run_id, r.seq, r.epoch, r.data) for n, i in enumerate(group) for r in i.records],
+        strict=True,
+    )
+    return [*items, *rows]

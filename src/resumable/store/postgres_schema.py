@@ -13,7 +13,7 @@ import asyncpg
 
 from resumable.errors import SchemaVersionError, StoreUnavailableError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # Migrations by the version they lead to; {s} is the quoted schema.
 MIGRATIONS = {
@@ -55,6 +55,16 @@ MIGRATIONS = {
         id boolean PRIMARY KEY DEFAULT true CHECK (id),
         key bytea NOT NULL
     );
+    """,
+    # Version 2 makes an append cheaper. Records no longer reference runs: the append's
+    # fence already proves the run exists, and delete_run deletes the records itself.
+    # The run's last seq and write time are read off the records' primary key, not
+    # bumped by every append; seq_floor keeps the highest seq pruned away (or written
+    # before this version), so a run whose records were all pruned still refuses
+    # seqs at or below it.
+    2: """
+    ALTER TABLE {s}.records DROP CONSTRAINT IF EXISTS records_run_id_fkey;
+    ALTER TABLE {s}.runs RENAME COLUMN last_seq TO seq_floor;
     """,
 }
 
