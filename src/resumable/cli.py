@@ -13,7 +13,8 @@ import os
 import sys
 import time
 import warnings
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Annotated, Any, NoReturn, TextIO, TypeVar
 
@@ -22,7 +23,9 @@ from rich.console import Console
 
 from resumable.config import Config, load_config
 from resumable.errors import ResumableError, UsageError
+from resumable.records import RecordCodec
 from resumable.session import RunOutcome, codec_for, store_for
+from resumable.store.base import CheckpointStore
 
 T = TypeVar("T")
 
@@ -83,6 +86,13 @@ def _config(path: Path | None) -> Config:
         return load_config(path, env=os.environ)
     except ResumableError as error:
         _fail(error)
+
+
+@asynccontextmanager
+async def _records(config: Config) -> AsyncIterator[tuple[CheckpointStore, RecordCodec]]:
+    """The configured store, open, with the codec that reads and seals its records."""
+    async with store_for(config.durability, config) as store:
+        yield store, await codec_for(store, config.durability, os.environ)
 
 
 def _finish(outcome: RunOutcome) -> NoReturn:
@@ -244,8 +254,7 @@ def show_command(
     config = _config(config_path)
 
     async def go() -> RunView:
-        async with store_for(config.durability, config) as store:
-            codec = await codec_for(store, config.durability, os.environ)
+        async with _records(config) as (store, codec):
             return await show_run(store, codec, run_id, at=at)
 
     view = _run(go)
@@ -311,8 +320,7 @@ def fork_command(
     config = _config(config_path)
 
     async def go() -> str:
-        async with store_for(config.durability, config) as store:
-            codec = await codec_for(store, config.durability, os.environ)
+        async with _records(config) as (store, codec):
             return await fork_run(store, codec, run_id, at=at)
 
     fork_id = _run(go)
@@ -395,8 +403,7 @@ def answer_command(
     config = _config(config_path)
 
     async def go() -> str:
-        async with store_for(config.durability, config) as store:
-            codec = await codec_for(store, config.durability, os.environ)
+        async with _records(config) as (store, codec):
             return await answer_run(store, codec, run_id, text)
 
     question = _run(go)

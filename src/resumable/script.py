@@ -94,13 +94,7 @@ async def drive_script(
         await session.set_status("failed", {"error": error["message"]})
         return RunOutcome(session.run_id, "failed", 1, error.get("traceback") or error["message"])
     namespace: dict[str, Any] = {}
-    await session.load_blobs(
-        [*frame.ns_blobs, *(d for e in frame.journal.values() for d in e.blobs)]
-    )
-    if frame.ns is not None:
-        session.snapshotter.restore(
-            frame.ns, load_blob=session.manager.load_blob_sync, into=namespace
-        )
+    await session.restore_frame(frame, namespace)
     replay_pending = (
         bool(frame.journal) and max(e.seq for e in frame.journal.values()) >= state.last_event_seq
     )

@@ -32,7 +32,7 @@ from resumable.errors import (
 from resumable.records import RecordCodec
 from resumable.recovery import RecoveryCoordinator
 from resumable.snapshot import Snapshotter
-from resumable.state import RunState
+from resumable.state import FrameState, RunState
 from resumable.store import open_store
 from resumable.store.base import CheckpointStore, Lease, RunMeta, RunStatus
 
@@ -210,14 +210,20 @@ class RunSession:
                 continue  # a passing outage: try again; the lease has some time left
             self.lease = self.manager.lease = lease
 
-    async def load_blobs(self, digests: list[str] | tuple[str, ...]) -> None:
-        """Fetch and verify blobs so unpickling (which is synchronous) can find them."""
-        wanted = {d: None for d in digests if d}
+    async def restore_frame(self, frame: FrameState, into: dict[str, Any]) -> None:
+        """Fill ``into`` with the frame's namespace at its last finished statement.
+
+        The blobs it and the journal of its statement in progress refer to are fetched
+        and verified first, since unpickling (which is synchronous) reads them.
+        """
+        wanted = {d: None for d in (*frame.ns_blobs, *frame.journal_blobs()) if d}
         found: dict[str, bytes] = {}
         for digest in wanted:
             sealed = await self.store.get_blob(self.run_id, digest)
             found[digest] = self.codec.open_blob(self.run_id, digest, sealed)
         self.manager.preload_blobs(found)
+        if frame.ns is not None:
+            self.snapshotter.restore(frame.ns, load_blob=self.manager.load_blob_sync, into=into)
 
     async def set_status(self, status: RunStatus, detail: dict[str, Any] | None = None) -> None:
         await self.manager.write("status", "main", {"status": status, "detail": detail or {}})

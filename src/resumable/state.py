@@ -85,6 +85,10 @@ class FrameState:
     result: bytes | None = None
     last_seq: int = 0
 
+    def journal_blobs(self) -> list[str]:
+        """Blob digests the results of the statement in progress refer to."""
+        return [digest for entry in self.journal.values() for digest in entry.blobs]
+
     def current_turn(self) -> TurnState | None:
         return self.turns[self.turn] if 0 <= self.turn < len(self.turns) else None
 

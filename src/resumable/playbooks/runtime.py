@@ -274,11 +274,7 @@ class PlaybookRuntime:
             self._maybe_live(frame, replaying=False)
             return self._load(frame.result)
         namespace, exclude = self._namespace(spec, frame_id, args)
-        await session.load_blobs(
-            [*frame.ns_blobs, *(d for e in frame.journal.values() for d in e.blobs)]
-        )
-        if frame.ns is not None:
-            session.snapshotter.restore(frame.ns, load_blob=manager.load_blob_sync, into=namespace)
+        await session.restore_frame(frame, namespace)
         recorder = FrameRecorder(
             manager,
             frame_id,
