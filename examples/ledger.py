@@ -1,8 +1,9 @@
-"""A plain async script run with `resumable exec`: every await books an effect in a ledger.
+"""A plain async script run with `resumable exec`: each `book` step books an effect in a ledger.
 
 Kill it at any point (RESUMABLE_CRASH_AFTER=N, or kill -9) and `resumable resume`
-finishes it with the same output, each effect booked once (only the await that was
-in flight when the process died may be booked twice, under the same key).
+finishes it with the same output, each effect booked once (only the step that was
+in flight when the process died may be booked twice, under the same key). Under plain
+`python` the same file runs too: outside a durable run a step is the plain function.
 """
 
 import asyncio
@@ -14,6 +15,7 @@ LEDGER = os.environ.get("LEDGER", "ledger.txt")
 DELAY = float(os.environ.get("BOOK_DELAY", "0"))
 
 
+@resumable.step
 async def book(what, amount):
     """An external effect: one line in the ledger, tagged with the await's idempotency key."""
     await asyncio.sleep(DELAY)

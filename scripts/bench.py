@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from resumable.streaming import StatementSplitter
+from resumable.exec.streaming import StatementSplitter
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +211,31 @@ def fsync_options(parser: argparse.ArgumentParser) -> None:
     options(parser)
 
 
+def bench_smolagents(args: argparse.Namespace) -> Report:
+    from bench_smolagents import bench_smolagents as run  # imports smolagents
+
+    report: Report = run(args)
+    return report
+
+
+def smolagents_options(parser: argparse.ArgumentParser) -> None:
+    from bench_smolagents import smolagents_options as options
+
+    options(parser)
+
+
+def bench_replay(args: argparse.Namespace) -> Report:
+    from bench_replay import bench_replay as run
+
+    return run(args)
+
+
+def replay_options(parser: argparse.ArgumentParser) -> None:
+    from bench_replay import replay_options as options
+
+    options(parser)
+
+
 BENCHMARKS: dict[str, Benchmark] = {
     "splitter": Benchmark(bench_splitter, "statement splitter vs ast.parse", splitter_options),
     "checkpoint": Benchmark(
@@ -223,10 +248,20 @@ BENCHMARKS: dict[str, Benchmark] = {
         "per-await cost and concurrent throughput of each store",
         stores_options,
     ),
+    "replay": Benchmark(
+        bench_replay,
+        "resuming a statement with 10,000 completed foreign awaits, per await",
+        replay_options,
+    ),
     "fsync": Benchmark(
         bench_fsync,
         'a durable await with sync="fsync" against raw append+fsync, in alternating phases',
         fsync_options,
+    ),
+    "smolagents": Benchmark(
+        bench_smolagents,
+        "the scripted smolagents CodeAgent with DurablePythonExecutor vs LocalPythonExecutor",
+        smolagents_options,
     ),
 }
 

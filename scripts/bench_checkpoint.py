@@ -44,13 +44,13 @@ import cloudpickle
 
 from bench import Report
 from resumable.config import Config, DurabilitySettings
-from resumable.executor import StreamingPythonExecutor
-from resumable.hooks import HookBase
-from resumable.journal import FrameRecorder
-from resumable.output import ProgramOutput
-from resumable.recovery import RecoveryCoordinator
+from resumable.durability.journal import FrameRecorder
+from resumable.durability.recovery import RecoveryCoordinator
+from resumable.durability.session import RunSession, store_for
+from resumable.exec.executor import StreamingPythonExecutor
+from resumable.exec.hooks import HookBase
+from resumable.exec.output import ProgramOutput
 from resumable.script import drive_script
-from resumable.session import RunSession, store_for
 from resumable.store.base import CheckpointStore, RunMeta
 
 T = TypeVar("T")
@@ -521,8 +521,9 @@ def per_await_report(
 
 # -- resume time ------------------------------------------------------------------------------
 
-RESUME_HEADER = "async def tick(value):\n    return value + 1\n\ncounter = 0\n"
-RESUME_BLOCK = "for i in range(100):\n    counter = await tick(counter)\n"
+# asyncio.sleep is a foreign await: each one is journaled (a program-defined coroutine is not)
+RESUME_HEADER = "import asyncio\n\ncounter = 0\n"
+RESUME_BLOCK = "for i in range(100):\n    counter = await asyncio.sleep(0, counter + 1)\n"
 
 
 async def resume_run(

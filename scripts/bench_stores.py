@@ -49,8 +49,8 @@ from bench_checkpoint import (
     tick,
 )
 from resumable.config import Config, DurabilitySettings
+from resumable.durability.session import store_for
 from resumable.errors import ResumableError
-from resumable.session import store_for
 from resumable.store.base import CheckpointStore
 
 KINDS = ("file", "sqlite", "postgres", "redis")

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from resumable.streaming import Statement, StatementSplitter
+from resumable.exec.streaming import Statement, StatementSplitter
 
 # Characters a mutation inserts: the ones the splitter's lexer cares about, and some others.
 MUTATION_CHARS = "()[]{}'\"#;:\\\n \t@x0.="

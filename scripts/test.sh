@@ -4,7 +4,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+python -m pip install --quiet --disable-pip-version-check -e '.[dev,ui]'
+
+# The browser tests (tests/ui) drive Debian's chromium through Playwright.
+if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null 2>&1; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
 
 # PostgreSQL and Redis on 127.0.0.1 (the PostgreSQL/Redis store tests use them).
 if ! command -v pg_ctlcluster >/dev/null 2>&1 || ! command -v redis-server >/dev/null 2>&1; then

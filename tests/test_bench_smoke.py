@@ -94,3 +94,29 @@ def test_stores_reports_each_store_and_throughput(tmp_path: Path) -> None:
     ]
     assert all(row["awaits/s"] > 0 for row in throughput)
     assert set(data["aims"]) >= {"postgres_within_1.5x_insert", "scaling"}
+
+
+def test_replay_reports_per_await_cost_against_its_baselines(tmp_path: Path) -> None:
+    data = run_bench(tmp_path, "replay")
+    assert data["benchmark"] == "replay"
+    phases = {row["phase"]: row for row in data["rows"]}
+    assert set(phases) == {
+        "no durability (DirectHook)",
+        "clean durable run",
+        "resume: attach (read + fold)",
+        "resume: replay the statement",
+    }
+    assert all(row["us per await"] > 0 for row in data["rows"])
+    assert data["awaits"] == 500
+    assert data["replay_vs_clean"] > 0
+
+
+def test_smolagents_reports_both_executors_on_the_same_run(tmp_path: Path) -> None:
+    data = run_bench(tmp_path, "smolagents")
+
+    assert data["benchmark"] == "smolagents"
+    assert data["ok"] is True
+    assert data["same answer"] is True
+    names = [row["executor"] for row in data["rows"]]
+    assert names[0] == "LocalPythonExecutor (smolagents)"
+    assert all(row["ms per run"] > 0 for row in data["rows"])

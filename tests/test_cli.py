@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from tests.crash.harness import EXAMPLES, Result, resumable, start, wait_for_file
 
-from resumable.records import Record, RecordCodec
+from resumable.durability.records import Record, RecordCodec
 from resumable.store.filesystem import scan_frames
 
 SCRIPT = """\
@@ -366,7 +366,7 @@ import asyncio
 import sys
 import threading
 
-lock = threading.Lock()  # cannot be checkpointed: the runtime warns about it on stderr
+rows = (i for i in range(3))  # cannot be checkpointed: the runtime warns about it on stderr
 for i in range(3):
     print("line", await asyncio.sleep(0, i))
     print("progress", i, file=sys.stderr)

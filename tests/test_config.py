@@ -362,6 +362,7 @@ def test_to_toml_round_trips_every_setting(tmp_path: Path) -> None:
             encrypt=True,
             encryption_key_env="MY_ENC",
             lease_seconds=7.5,
+            max_attempts=9,
         ),
         llm=LLMSettings(
             provider="openai",
@@ -372,10 +373,12 @@ def test_to_toml_round_trips_every_setting(tmp_path: Path) -> None:
             model="llama3",
             api_key_env="MY_KEY",
             timeout_seconds=5.0,
+            request_timeout_seconds=30.0,
+            turn_timeout_seconds=90.0,
             max_retries=0,
             temperature=0.3,
         ),
-        runtime=RuntimeSettings(max_llm_calls=7, no_input=True, progress="off"),
+        runtime=RuntimeSettings(max_llm_calls=7, max_fix_attempts=0, no_input=True, progress="off"),
     )
     for section in ("durability", "llm", "runtime"):
         default, ours = getattr(Config(), section), getattr(changed, section)

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from resumable import CodeError, StreamingPythonExecutor
-from resumable.hooks import HookBase
-from resumable.streaming import Statement
+from resumable.exec.hooks import HookBase
+from resumable.exec.streaming import Statement
 
 
 class Events:

@@ -11,8 +11,9 @@ from pathlib import Path
 import msgpack
 import pytest
 
-import resumable.migrate as migrate_module
-from resumable.crypto import Cipher
+import resumable.fleet.migrate as migrate_module
+from resumable.durability.crypto import Cipher
+from resumable.durability.records import Record, RecordCodec
 from resumable.errors import (
     DecryptionError,
     IntegrityError,
@@ -20,11 +21,11 @@ from resumable.errors import (
     StoreError,
     UsageError,
 )
-from resumable.migrate import MIGRATING, MigrationReport, migrate, parse_store_url
-from resumable.records import Record, RecordCodec
+from resumable.fleet.migrate import MIGRATING, MigrationReport, migrate
 from resumable.store import open_store
 from resumable.store.base import CheckpointStore, ReadResult, RunMeta, RunStatus, StoredRecord
 from resumable.store.filesystem import FileStore
+from resumable.store.urls import parse_store_url
 
 SECRET = "the-launch-code-is-7781"
 
@@ -298,9 +299,11 @@ async def test_a_torn_source_tail_copies_the_valid_records_and_says_so(
 
     assert report.runs == ["torn"]
     assert report.records == 4
-    [problem] = report.problems
+    [problem, lost] = report.problems
     assert "torn" in problem
     assert "CRC" in problem
+    # the source had acknowledged them (its head counts 7): a loss, said aloud
+    assert "records 5-7 the source acknowledged are missing or damaged" in lost
     assert await opened_records(dst, "torn") == [r for r in spec.records if r.seq < 5]
 
 

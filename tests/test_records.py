@@ -13,14 +13,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from resumable.crypto import Cipher, generate_key
+from resumable.durability.crypto import Cipher, generate_key
+from resumable.durability.records import SCHEMA_VERSION, Record, RecordCodec
 from resumable.errors import (
     DecryptionError,
     IntegrityError,
     RecordTooLargeError,
     RecordVersionError,
 )
-from resumable.records import SCHEMA_VERSION, Record, RecordCodec
 
 KEY = b"k" * 32
 

@@ -6,10 +6,11 @@ import shutil
 import signal
 from pathlib import Path
 
+import pytest
 from tests.crash.harness import EXAMPLES, resumable
 
 from resumable import RecoveryCoordinator, load_config
-from resumable.session import codec_for, store_for
+from resumable.durability.session import codec_for, store_for
 
 
 async def test_a_crashed_run_is_recovered_from_python(tmp_path: Path) -> None:
@@ -32,7 +33,9 @@ async def test_a_crashed_run_is_recovered_from_python(tmp_path: Path) -> None:
         loaded = await coordinator.load("r")
         assert loaded.state.seq == 17
         assert loaded.problems == []
-        outcome = await coordinator.resume("r", config, env=env)
+        # this test process does not hash with the run's pinned seed: said, not fatal
+        with pytest.warns(RuntimeWarning, match="PYTHONHASHSEED"):
+            outcome = await coordinator.resume("r", config, env=env)
         assert outcome.status == "completed"
         assert outcome.exit_code == 0
         assert not await coordinator.can_recover("r")

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from tests.crash.harness import Result, resumable
 
-from resumable.records import Record, RecordCodec
+from resumable.durability.records import Record, RecordCodec
 from resumable.store.filesystem import scan_frames
 
 
@@ -162,7 +162,7 @@ print("in use", {use})
 @pytest.mark.parametrize(
     ("name", "make", "setup", "use", "kind"),
     [
-        ("lock", "threading.Lock()", "lock.acquire()", "lock.locked()", "lock"),
+        ("rows", "(i for i in range(3))", "next(rows)", "next(rows)", "generator"),
         ("conn", "socket.socket()", "conn.setblocking(False)", "conn.fileno()", "socket"),
     ],
 )
@@ -195,22 +195,22 @@ import os
 import random
 
 
-async def fetch(what):
-    return what
+def fetch(what):
+    return asyncio.sleep(0, what)  # a foreign await: journaled at the site that awaits it
 
 
 {body}
 print("got", first)
 """
 DIFFERENT_SITES = """\
-if random.random() < float(os.environ["HEADS"]):
+if 0.5 < float(os.environ["HEADS"]):  # random.random() would be journaled
     first = await fetch("heads")
 else:
     first = await fetch("tails")"""
 ONE_BRANCH_ONLY = """\
 if True:
     first = await fetch("first")
-    if random.random() < float(os.environ["HEADS"]):
+    if 0.5 < float(os.environ["HEADS"]):  # random.random() would be journaled
         await fetch("bonus")"""
 
 
@@ -305,7 +305,10 @@ import asyncio
 import os
 import signal
 
+import resumable
 
+
+@resumable.step
 async def effect(i):
     with open("effects.txt", "a") as log:
         log.write(f"{{i}}\\n")
@@ -348,7 +351,7 @@ def test_awaits_of_an_unflushed_batch_run_again_after_a_crash(tmp_path: Path, ev
 HOOKS = """\
 import os
 
-from resumable.checkpoints import CheckpointInfo
+from resumable.durability.checkpoints import CheckpointInfo
 
 
 def before(info: CheckpointInfo) -> None:
@@ -430,7 +433,7 @@ def test_durability_disabled_runs_the_script_without_checkpoints(tmp_path: Path)
 
 SWALLOWING = """\
 try:
-    if random.random() < float(os.environ["HEADS"]):
+    if 0.5 < float(os.environ["HEADS"]):  # random.random() would be journaled
         first = await fetch("heads")
     else:
         first = await fetch("tails")

@@ -27,8 +27,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from resumable.hooks import HOOK_NAME, AwaitHook, DirectHook, HookBase
-from resumable.rewrite import rewrite_source, rewrite_statement
+from resumable.exec.hooks import HOOK_NAME, AwaitHook, DirectHook, HookBase
+from resumable.exec.rewrite import rewrite_source, rewrite_statement
 
 T = TypeVar("T")
 

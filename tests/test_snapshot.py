@@ -23,20 +23,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import resumable
-from resumable.errors import (
-    CodeError,
-    IntegrityError,
-    LostVariableError,
-    RecordError,
-    RecordVersionError,
-)
-from resumable.snapshot import (
+from resumable.durability.snapshot import (
     Capture,
     CheckpointWarning,
     LostVariable,
     ReducerRegistry,
     Snapshotter,
     register_reducer,
+)
+from resumable.errors import (
+    CodeError,
+    IntegrityError,
+    LostVariableError,
+    RecordError,
+    RecordVersionError,
 )
 
 
@@ -325,9 +325,9 @@ def test_value_naming_a_class_the_namespace_lacks_is_refused() -> None:
 
 
 def test_unpicklable_value_raises_naming_the_culprit() -> None:
-    lock = threading.Lock()
-    with pytest.raises(pickle.PicklingError, match=r"_thread\.lock objects .*inside this dict"):
-        Snapshotter().dumps_value({"lock": lock}, {})
+    gen = (i for i in range(3))
+    with pytest.raises(pickle.PicklingError, match=r"generator objects .*inside this dict"):
+        Snapshotter().dumps_value({"gen": gen}, {})
 
 
 # -- exceptions ------------------------------------------------------------------------------
@@ -582,7 +582,7 @@ def test_a_new_process_resumes_functions_classes_submodules_and_blobs(tmp_path: 
     script = f"""
         import builtins, json, sys
         from pathlib import Path
-        from resumable.snapshot import Snapshotter
+        from resumable.durability.snapshot import Snapshotter
         folder = Path({str(tmp_path)!r})
         blobs = {{k: bytes.fromhex(v) for k, v in json.loads((folder / "blobs").read_text()).items()}}
         assert "xml.dom.minidom" not in sys.modules
@@ -618,25 +618,24 @@ def unpicklable(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tupl
         sock = socket.socket()
         yield sock, r"socket\.socket objects"
         sock.close()
-    elif kind in ("file for reading", "file for writing"):
-        (tmp_path / "f.txt").write_text("data")
-        with open(tmp_path / "f.txt", "r" if kind == "file for reading" else "a") as f:
-            yield f, r"_io\.TextIOWrapper objects .*open it again"
-    elif kind == "lock":
-        yield threading.Lock(), r"_thread\.lock objects"
+    elif kind == "file from a descriptor":
+        read, write = os.pipe()
+        with open(read, "rb") as f:
+            yield f, r"_io\.BufferedReader objects .*open it by its path"
+        os.close(write)
     elif kind == "generator":
         yield (i for i in range(3)), "generator objects"
     elif kind == "thread":
         yield (
             threading.Thread(target=print),
-            r"_thread\.lock objects .*inside this threading\.Thread",
+            r"threading\.Thread objects cannot be checkpointed: a thread does not survive",
         )
     elif kind == "frame":
         yield sys._getframe(), "frame objects"
-    elif kind == "list holding a lock":
+    elif kind == "list holding a generator":
         yield (
-            [1, threading.Lock()],
-            r"_thread\.lock objects cannot be .* \(one is inside this list\)",
+            [1, (i for i in range(3))],
+            r"generator objects cannot be .* \(one is inside this list\)",
         )
     else:  # pragma: no cover
         raise AssertionError(kind)
@@ -646,13 +645,11 @@ def unpicklable(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tupl
     "unpicklable",
     [
         "socket",
-        "file for reading",
-        "file for writing",
-        "lock",
+        "file from a descriptor",
         "generator",
         "thread",
         "frame",
-        "list holding a lock",
+        "list holding a generator",
     ],
     indirect=True,
 )
@@ -733,12 +730,10 @@ def test_any_use_of_a_lost_variable_raises(use: Callable[[Any], object]) -> None
 
 def test_a_lost_variable_stays_lost_across_resumes_without_new_warnings() -> None:
     with pytest.warns(CheckpointWarning):
-        first = Snapshotter().capture({"lock": threading.Lock(), "x": 1})
+        first = Snapshotter().capture({"gen": (i for i in range(3)), "x": 1})
     into: dict[str, Any] = {}
     Snapshotter().restore(first.data, load_blob=no_blobs, into=into)
-    assert (
-        repr(into["lock"]) == "<lost variable 'lock': _thread.lock objects cannot be checkpointed>"
-    )
+    assert repr(into["gen"]) == "<lost variable 'gen': generator objects cannot be checkpointed>"
     again = Snapshotter().capture(into)  # the placeholder pickles; no warning
     assert again.lost == first.lost
     into2: dict[str, Any] = {}
@@ -747,7 +742,7 @@ def test_a_lost_variable_stays_lost_across_resumes_without_new_warnings() -> Non
 
 
 def test_a_mutable_container_is_checked_again_once_it_can_be_pickled() -> None:
-    holder: list[Any] = [threading.Lock()]
+    holder: list[Any] = [(i for i in range(3))]
     snapshotter = Snapshotter()
     with pytest.warns(CheckpointWarning):
         assert "holder" in snapshotter.capture({"holder": holder}).lost
@@ -757,11 +752,11 @@ def test_a_mutable_container_is_checked_again_once_it_can_be_pickled() -> None:
 
 # -- reducers --------------------------------------------------------------------------------
 class Connection:
-    """Holds a lock, so it cannot be pickled without a reducer."""
+    """Holds a generator, so it cannot be pickled without a reducer."""
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self.lock = threading.Lock()
+        self.rows = (i for i in range(3))
 
 
 def test_registered_reducer_makes_a_type_checkpointable() -> None:
@@ -778,7 +773,7 @@ def test_module_level_register_reducer_applies_to_default_snapshotters() -> None
     class Token:
         def __init__(self, value: str) -> None:
             self.value = value
-            self.lock = threading.Lock()
+            self.rows = (i for i in range(3))
 
     register_reducer(Token, lambda t: (str, (t.value,)))
     capture = Snapshotter().capture({"t": Token("abc")})

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from resumable.streaming import Statement, StatementSplitter
+from resumable.exec.streaming import Statement, StatementSplitter
 
 # -- helpers -------------------------------------------------------------------
 

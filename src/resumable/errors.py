@@ -16,7 +16,8 @@ The tree::
     │   ├── CorruptRecordError      CRC or framing wrong, torn tail
     │   ├── IntegrityError          MAC does not verify (never unpickled)
     │   ├── RecordVersionError      record schema or codec this version does not know
-    │   └── RecordTooLargeError     over the configured per-record size limit
+    │   ├── RecordTooLargeError     over the configured per-record size limit
+    │   └── LostRecordsError        records the store acknowledged are gone (tail or middle)
     ├── DecryptionError             wrong or missing encryption key
     ├── NonDeterminismError         replay reached a different await site than recorded
     ├── LostVariableError           a variable that could not be checkpointed was used
@@ -116,6 +117,10 @@ class RecordVersionError(RecordError):
 
 class RecordTooLargeError(RecordError):
     """A record is larger than ``[durability] max_record_bytes``."""
+
+
+class LostRecordsError(RecordError):
+    """The log holds less than the store's high-water mark says was written; never guessed past."""
 
 
 class DecryptionError(ResumableError):

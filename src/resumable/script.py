@@ -13,12 +13,19 @@ from pathlib import Path
 from typing import Any
 
 from resumable.config import Config
+from resumable.durability.journal import FrameRecorder
+from resumable.durability.recovery import line_at
+from resumable.durability.session import (
+    RunOutcome,
+    RunSession,
+    new_run_id,
+    register_driver,
+    store_for,
+)
+from resumable.durability.state import FrameState, RunState
 from resumable.errors import CodeError, ProgramError
-from resumable.executor import StreamingPythonExecutor
-from resumable.journal import FrameRecorder
-from resumable.output import ProgramOutput
-from resumable.recovery import line_at
-from resumable.session import RunOutcome, RunSession, new_run_id, store_for
+from resumable.exec.executor import StreamingPythonExecutor
+from resumable.exec.output import ProgramOutput
 from resumable.store.base import RunMeta
 
 CHUNK = 4096
@@ -36,14 +43,43 @@ def read_script(path: Path) -> str:
     except (OSError, UnicodeDecodeError) as exc:
         raise ProgramError(f"{path}: cannot be read ({exc})", path=str(path)) from None
     try:
-        ast.parse(source, str(path))
+        tree = ast.parse(source, str(path))
     except SyntaxError as exc:
         raise ProgramError(
             f"{path}:{exc.lineno}: the script does not parse: {exc.msg}; fix it and run again",
             path=str(path),
             line=exc.lineno,
         ) from None
+    _refuse_loop_start(tree, source, path)
     return source
+
+
+def _refuse_loop_start(tree: ast.Module, source: str, path: Path) -> None:
+    """A top-level ``asyncio.run(main())`` cannot work: the script already runs in a loop."""
+    statements: list[ast.stmt] = list(tree.body)
+    for node in tree.body:
+        if isinstance(node, ast.If):  # if __name__ == "__main__": asyncio.run(main())
+            statements += node.body
+    for node in statements:
+        call = node.value if isinstance(node, ast.Expr | ast.Assign) else None
+        if not (isinstance(call, ast.Call) and _is_asyncio_run(call.func)):
+            continue
+        inner = ast.get_source_segment(source, call.args[0]) if call.args else None
+        fix = f"`await {inner}`" if inner else "an `await` of its coroutine"
+        raise ProgramError(
+            f"{path}:{node.lineno}: asyncio.run() starts an event loop, but resumable already "
+            f"runs the script in one (every statement can await); write {fix} instead",
+            path=str(path),
+            line=node.lineno,
+        )
+
+
+def _is_asyncio_run(func: ast.expr) -> bool:
+    if isinstance(func, ast.Attribute):
+        return (
+            func.attr == "run" and isinstance(func.value, ast.Name) and func.value.id == "asyncio"
+        )
+    return False
 
 
 async def exec_script(
@@ -86,7 +122,7 @@ async def drive_script(
     state = session.state
     frame = state.frame("main")
     source = state.source
-    if state.status in ("completed", "failed"):  # only the store's meta missed it
+    if state.status in ("completed", "failed", "cancelled"):  # only the meta missed it
         await session.set_status(state.status, state.detail)  # type: ignore[arg-type]
         return _finished(session)
     if frame.errors:  # the script already failed; only its status record was lost
@@ -95,10 +131,10 @@ async def drive_script(
         return RunOutcome(session.run_id, "failed", 1, error.get("traceback") or error["message"])
     namespace: dict[str, Any] = {}
     await session.restore_frame(frame, namespace)
-    replay_pending = (
-        bool(frame.journal) and max(e.seq for e in frame.journal.values()) >= state.last_event_seq
-    )
-    output = ProgramOutput(muted=session.resumed and replay_pending)
+    # Logs written before records said how much output they cover: replay is muted
+    # until it passes the last record, as it was then.
+    legacy = session.resumed and not state.output and _replay_pending(frame, state)
+    output = ProgramOutput(muted=legacy, hold=True, position=frame.output, printed=state.output)
     recorder = FrameRecorder(
         session.manager,
         "main",
@@ -106,7 +142,8 @@ async def drive_script(
         session.snapshotter,
         replay_index=frame.journal_stmt,
         replay=frame.journal,
-        on_live=output.go_live,
+        task_names=frame.task_names,
+        on_live=output.go_live if legacy else None,
     )
     recorder.set_previous_namespace(frame.ns)
     observer: Any = recorder
@@ -127,6 +164,11 @@ async def drive_script(
     detail = {"error": result.error.message} if result.error else {}
     await session.set_status("failed" if result.error else "completed", detail)
     return outcome
+
+
+def _replay_pending(frame: FrameState, state: RunState) -> bool:
+    journal = frame.journal
+    return bool(journal) and max(e.seq for e in journal.values()) >= state.last_event_seq
 
 
 async def _feed(executor: StreamingPythonExecutor, text: str) -> Any:
@@ -160,6 +202,9 @@ class _Progress:
     async def statement_started(self, statement: Any, index: int) -> None:
         await self.inner.statement_started(statement, index)
 
+    def statement_aborted(self, statement: Any, index: int) -> None:
+        self.inner.statement_aborted(statement, index)
+
     async def statement_finished(self, statement: Any, index: int, error: Any) -> None:
         await self.inner.statement_finished(statement, index, error)
         self.count += 1
@@ -167,3 +212,5 @@ class _Progress:
 
 
 __all__ = ["drive_script", "exec_script", "read_script"]
+
+register_driver("script", drive_script)

@@ -1,8 +1,10 @@
 """Torn, corrupted and forged checkpoint logs: resume falls back, or refuses, and says so.
 
-A crash can leave the last record of a log half written, and a disk can flip a bit in
-it: resume then continues from the record before, with one warning, and prints what a
-run that crashed at that record would have printed. A record whose CRC is right but
+A crash can leave the last record of a log half written: resume then continues from
+the record before, with one warning, and prints what a run that crashed at that record
+would have printed. A record the store had acknowledged (its head counts it) that a disk
+then damaged is a lost record: resume refuses it, and goes on like the torn case only
+with ``--accept-loss``. A record whose CRC is right but
 whose MAC is not was forged or sealed with another key: it is refused before anything
 in it is unpickled. Every offset and every byte is tried in-process (a subprocess each
 would take minutes); a sample goes through the real command line.
@@ -27,11 +29,13 @@ import pytest
 from tests.crash.harness import Result, resumable
 
 from resumable.config import load_config
-from resumable.records import Record, RecordCodec
-from resumable.recovery import RecoveryCoordinator
-from resumable.session import codec_for, store_for
+from resumable.durability.records import Record, RecordCodec
+from resumable.durability.recovery import RecoveryCoordinator
+from resumable.durability.session import codec_for, store_for
+from resumable.errors import LostRecordsError
 from resumable.store.base import StoredRecord
 from resumable.store.filesystem import HEADER_BYTES, encode_frames, scan_frames
+from resumable.store.heads import store_head
 
 SCRIPT = """\
 import asyncio
@@ -149,8 +153,14 @@ def scratch(tmp_path: Path) -> Iterator[Path]:
         yield tmp_path
 
 
-def _copy(crashed: Crashed, scratch: Path, name: str, tail: bytes) -> Path:
-    """The crashed run with the frame of its last record replaced by ``tail``."""
+def _copy(
+    crashed: Crashed, scratch: Path, name: str, tail: bytes, *, acknowledged: bool = False
+) -> Path:
+    """The crashed run with the frame of its last record replaced by ``tail``.
+
+    Unless ``acknowledged``, the run's head says the append of that record never
+    returned: the process died while writing it, as a real torn write leaves it.
+    """
     work = scratch / name
     shutil.copytree(crashed.template, work)
     segment = _segment(work)
@@ -158,10 +168,14 @@ def _copy(crashed: Crashed, scratch: Path, name: str, tail: bytes) -> Path:
         file.truncate(crashed.frame_start)
         file.seek(crashed.frame_start)
         file.write(tail)
+    if not acknowledged:
+        store_head(work / ".resumable" / "runs" / "r" / "head", crashed.seq - 1)
     return work
 
 
-async def _resume_in_process(work: Path) -> tuple[int, str, list[str]]:
+async def _resume_in_process(
+    work: Path, *, accept_loss: bool = False
+) -> tuple[int, str, list[str]]:
     """Resume run ``r`` in this process: exit code, what the program printed, warnings."""
     config = load_config(cwd=work, env=ENV)
     out = io.StringIO()
@@ -169,14 +183,24 @@ async def _resume_in_process(work: Path) -> tuple[int, str, list[str]]:
         warnings.simplefilter("always")
         async with store_for(config.durability, config) as store:
             codec = await codec_for(store, config.durability, ENV)
-            outcome = await RecoveryCoordinator(store, codec).resume("r", config, env=ENV)
-    return outcome.exit_code, out.getvalue(), [str(w.message) for w in caught]
+            outcome = await RecoveryCoordinator(store, codec).resume(
+                "r", config, env=ENV, accept_loss=accept_loss
+            )
+    said = [str(w.message) for w in caught]
+    # The run was started by another process, with another hash seed: said, but not the point.
+    return outcome.exit_code, out.getvalue(), [s for s in said if "PYTHONHASHSEED" not in s]
 
 
-async def _check_falls_back(crashed: Crashed, work: Path, tail: bytes) -> None:
-    code, printed, said = await _resume_in_process(work)
+async def _check_falls_back(
+    crashed: Crashed, work: Path, tail: bytes, *, accept_loss: bool = False
+) -> None:
+    code, printed, said = await _resume_in_process(work, accept_loss=accept_loss)
     assert code == 0
     assert printed == crashed.expected
+    if accept_loss:
+        lost, *said = said
+        assert f"record {crashed.seq} is damaged" in lost
+        assert "--accept-loss" in lost
     (warning,) = said
     assert f"resuming from the last valid record ({crashed.seq - 1})" in warning
     assert "torn or corrupt" in warning
@@ -195,6 +219,7 @@ async def test_torn_last_record_at_every_offset_folds_to_the_record_before(
     work = _copy(crashed, scratch, "fold", crashed.frame_bytes)
     segment = _segment(work)
     good = segment.read_bytes()[: crashed.frame_start]
+    store_head(segment.parent.parent / "head", crashed.seq - 1)  # the write never returned
     codec = _codec(work)
     config = load_config(cwd=work, env=ENV)
     async with store_for(config.durability, config) as store:
@@ -229,7 +254,7 @@ async def test_torn_statement_record_resumes_with_the_remaining_output(
         await _check_falls_back(crashed, _copy(crashed, scratch, f"cut{cut}", tail), tail)
 
 
-async def test_a_flipped_bit_anywhere_in_the_last_record_resumes_from_the_record_before(
+async def test_a_flipped_bit_anywhere_in_the_last_record_is_refused_then_accepted(
     reference: Reference, scratch: Path
 ) -> None:
     crashed = reference.crashes["await"]
@@ -237,7 +262,10 @@ async def test_a_flipped_bit_anywhere_in_the_last_record_resumes_from_the_record
         flipped = bytearray(crashed.frame_bytes)
         flipped[at] ^= 1 << (at % 8)
         tail = bytes(flipped)
-        await _check_falls_back(crashed, _copy(crashed, scratch, f"flip{at}", tail), tail)
+        work = _copy(crashed, scratch, f"flip{at}", tail, acknowledged=True)
+        with pytest.raises(LostRecordsError, match=f"record {crashed.seq} is damaged"):
+            await _resume_in_process(work)
+        await _check_falls_back(crashed, work, tail, accept_loss=True)
 
 
 def _one_error_line(result: Result) -> str:
@@ -256,15 +284,24 @@ def test_torn_and_flipped_logs_through_the_command_line(
     flipped = bytearray(crashed.frame_bytes)
     flipped[HEADER_BYTES + 40] ^= 0x10
     for name, tail in (("cut", cut), ("flip", bytes(flipped))):
-        work = _copy(crashed, tmp_path, name, tail)
-        resumed = resumable(["resume", "r"], work)
+        work = _copy(crashed, tmp_path, name, tail, acknowledged=name == "flip")
+        if name == "flip":  # acknowledged, then damaged: refused, nothing changed
+            before = _tree_digest(work / ".resumable")
+            refused = resumable(["resume", "r"], work)
+            assert refused.code == 2
+            assert refused.stdout == ""
+            error = _one_error_line(refused)
+            assert f"record {crashed.seq} is damaged" in error
+            assert "--accept-loss" in error
+            assert _tree_digest(work / ".resumable") == before
+        resumed = resumable(["resume", "r", *(["--accept-loss"] if name == "flip" else [])], work)
         assert resumed.code == 0, resumed.stderr
         assert resumed.stdout == crashed.expected
         assert "Traceback" not in resumed.stderr
         warning = [line for line in resumed.stderr.splitlines() if "warning" in line]
-        assert len(warning) == 1
-        assert warning[0].startswith("resumable: warning: run r: log segment")
-        assert f"resuming from the last valid record ({crashed.seq - 1})" in warning[0]
+        assert len(warning) == (2 if name == "flip" else 1)
+        assert warning[-1].startswith("resumable: warning: run r: log segment")
+        assert f"resuming from the last valid record ({crashed.seq - 1})" in warning[-1]
         shown = resumable(["runs", "--json"], work)
         assert '"status": "completed"' in shown.stdout
 

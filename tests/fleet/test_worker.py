@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from resumable.config import load_config
-from resumable.fleet import queue_run
+from resumable.fleet.worker import queue_run
 from resumable.store.postgres import PostgresStore
 
 from .harness import (

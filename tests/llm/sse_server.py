@@ -31,6 +31,8 @@ class Stream:
     done: bool = True  # send data: [DONE]
     finish: bool = True  # send a finish_reason chunk
     delay: float = 0.0  # seconds before the status line
+    pause: float = 0.0  # seconds between events (a slow drip)
+    bom: bool = False  # a UTF-8 byte order mark first, split over two writes
 
 
 @dataclass(frozen=True)
@@ -147,6 +149,9 @@ async def _answer(reply: Reply, writer: asyncio.StreamWriter) -> None:
     await asyncio.sleep(reply.delay)
     chunked = not reply.clean_close
     await _start(writer, chunked=chunked)
+    if reply.bom:
+        await _send(writer, b"\xef", chunked=chunked)
+        await _send(writer, b"\xbb\xbf", chunked=chunked)
     sent = 0
     for event in _events(reply):
         if isinstance(event, int):  # a text piece of this many characters follows
@@ -155,7 +160,7 @@ async def _answer(reply: Reply, writer: asyncio.StreamWriter) -> None:
             sent += event
             continue
         await _send(writer, event, chunked=chunked)
-        await asyncio.sleep(0)
+        await asyncio.sleep(reply.pause)
     if chunked:
         await _send(writer, b"", chunked=True)
 
@@ -195,6 +200,11 @@ def _events(reply: Stream) -> list[bytes | int]:
     if reply.done:
         out.append(f"data: [DONE]{eol}{eol}".encode())
     return out
+
+
+def wire_bytes(reply: Stream) -> bytes:
+    """The whole body of a ``Stream`` reply, as recorded on the wire."""
+    return b"".join(part for part in _events(reply) if isinstance(part, bytes))
 
 
 async def _start(writer: asyncio.StreamWriter, *, chunked: bool) -> None:

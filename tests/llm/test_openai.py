@@ -219,13 +219,23 @@ async def test_malformed_event_names_the_problem_and_position(server: SSEServer)
     server.add(Raw(b": hello\n\n" + good + b"data: {not json\n\ndata: [DONE]\n\n"))
 
     with pytest.raises(LLMError) as caught:
-        await collect(provider_for(server))
+        await collect(provider_for(server, max_retries=0))
 
     message = str(caught.value)
     assert "not JSON" in message
     assert f"byte {len(b': hello') + 2 + len(good)}" in message
     assert "line 5" in message
     assert len(server.requests) == 1
+
+
+async def test_a_garbled_event_is_asked_again_from_the_text_that_arrived(
+    server: SSEServer,
+) -> None:
+    good = b'data: {"choices":[{"delta":{"content":"x = 1\\n"}}]}\n\n'
+    server.add(Raw(good + b'data: {"choi\xff\n\n'), Stream("y = 2\n"))
+
+    assert "".join(await collect(provider_for(server))) == "x = 1\ny = 2\n"
+    assert server.requests[1].messages[-2] == {"role": "assistant", "content": "x = 1\n"}
 
 
 @pytest.mark.parametrize(

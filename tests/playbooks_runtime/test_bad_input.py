@@ -107,7 +107,8 @@ def test_wrong_arguments_and_unknown_playbooks_are_observations_for_the_llm(
         'greeting = await Greet(name="Ann")\nawait Say("user", greeting)\nawait End()\n',
     ]
     program = write_program(tmp_path, "greeter", GREETER, {"Main": main, "Greet": GREET})
-    done = cli(["run", str(program), "--run-id", "r"], tmp_path)
+    three_fixes = {"RESUMABLE_RUNTIME_MAX_FIX_ATTEMPTS": "3"}  # three failed replies in a row
+    done = cli(["run", str(program), "--run-id", "r"], tmp_path, env=three_fixes)
     assert done.code == 0, done.stderr
     assert done.stdout.splitlines() == ["Greeter → user: Hello, Ann"]
     _, *observed = prompts(show(tmp_path, "r"))

@@ -198,16 +198,39 @@ async def test_an_unreachable_endpoint_is_one_line_and_the_run_resumes_once_it_i
     async with SSEServer() as probe:
         url, port = probe.base_url, probe.port
     down = await run_cli(
-        ["run", str(SCENARIO), "--run-id", "r"], tmp_path, url, RESUMABLE_LLM_MAX_RETRIES="0"
+        ["run", str(SCENARIO), "--run-id", "r"], tmp_path, url, RESUMABLE_LLM_MAX_RETRIES="2"
     )
     assert down.code == 2
+    retries = [x for x in down.stderr.splitlines() if x.startswith("resumable: retrying in ")]
+    assert len(retries) == 2  # each retry said, then one line once the budget is spent
+    assert all(f"cannot reach http://127.0.0.1:{port}/v1" in x for x in retries)
     (line,) = _error_lines(down)
     assert f"cannot reach http://127.0.0.1:{port}/v1/chat/completions" in line
+    assert "gave up after 3 attempts ([llm] max_retries)" in line
     async with _SamePortServer(port=port) as server:
         server.replies = PlayedLLM(server, responses)  # type: ignore[assignment]
         up = await run_cli(["resume", "r"], tmp_path, url)
     assert up.code == 0, up.stderr
     assert (down.stdout + up.stdout).splitlines() == SCENARIO_TRANSCRIPT
+
+
+async def test_the_api_key_is_sent_but_never_written_to_the_run_or_shown(
+    llm: PlayedLLM, tmp_path: Path
+) -> None:
+    secret = "sk-test-5ecret-never-stored"
+    done = await run_cli(
+        ["run", str(SCENARIO), "--run-id", "r"],
+        tmp_path,
+        llm.server.base_url,
+        OPENAI_API_KEY=secret,
+    )
+    assert done.code == 0, done.stderr
+    assert llm.server.requests[0].headers["authorization"] == f"Bearer {secret}"
+    stored = [p.read_bytes() for p in (tmp_path / ".resumable").rglob("*") if p.is_file()]
+    assert stored
+    assert not any(secret.encode() in data for data in stored)
+    shown = await run_cli(["show", "r", "--json"], tmp_path, llm.server.base_url)
+    assert secret not in shown.stdout + shown.stderr + done.stderr
 
 
 async def test_a_missing_api_key_is_one_line_and_nothing_is_lost(
@@ -218,6 +241,7 @@ async def test_a_missing_api_key_is_one_line_and_nothing_is_lost(
     assert refused.code == 2
     (line,) = _error_lines(refused)
     assert "OPENAI_API_KEY" in line
+    assert "[llm] api_key_env" in line
     local = llm.server.base_url
     crashed = await run_cli(
         ["run", str(SCENARIO), "--run-id", "r"], tmp_path, local, RESUMABLE_CRASH_AFTER="30"

@@ -13,17 +13,22 @@ from pathlib import Path
 from typing import Any
 
 from resumable.errors import ConfigError
-from resumable.llm.base import LLMProvider, LLMRequest, Message, Usage
+from resumable.llm.base import LLMProvider, LLMRequest, Message, RetryNotice, Usage
 
 PROVIDERS = ("scripted", "openai")
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+BASE_URL_ENV = "OPENAI_BASE_URL"
+"""Where the ``openai`` provider sends requests when ``[llm] base_url`` is not set."""
 
 _DEFAULTS: dict[str, Any] = {
     "provider": "scripted",
     "responses": None,
-    "base_url": "https://api.openai.com/v1",
+    "base_url": "",
     "model": "gpt-4o-mini",
     "api_key_env": "OPENAI_API_KEY",
     "timeout_seconds": 60.0,
+    "request_timeout_seconds": 300.0,
+    "turn_timeout_seconds": 600.0,
     "max_retries": 3,
     "temperature": 0.0,
     "chunk_delay_seconds": 0.0,
@@ -35,6 +40,7 @@ __all__ = [
     "LLMProvider",
     "LLMRequest",
     "Message",
+    "RetryNotice",
     "Usage",
     "make_provider",
 ]
@@ -50,8 +56,9 @@ def make_provider(
     """Build the provider named by ``provider`` ("scripted" or "openai").
 
     Options: provider, responses, base_url, model, api_key_env, timeout_seconds,
-    max_retries, temperature, chunk_delay_seconds, seed. ``env`` defaults to the
-    process environment; API keys are read from it only.
+    request_timeout_seconds, turn_timeout_seconds, max_retries, temperature,
+    chunk_delay_seconds, seed. ``env`` defaults to the process environment; API keys
+    are read from it only, and ``OPENAI_BASE_URL`` when ``base_url`` is empty.
     """
     unknown = sorted(set(options) - set(_DEFAULTS))
     if unknown:
@@ -86,10 +93,12 @@ def make_provider(
 
         return OpenAIProvider.from_env(
             environment,
-            base_url=chosen["base_url"],
+            base_url=chosen["base_url"] or environment.get(BASE_URL_ENV) or DEFAULT_BASE_URL,
             model=chosen["model"],
             api_key_env=chosen["api_key_env"],
             timeout_seconds=float(chosen["timeout_seconds"]),
+            request_timeout_seconds=float(chosen["request_timeout_seconds"]),
+            turn_timeout_seconds=float(chosen["turn_timeout_seconds"]),
             max_retries=int(chosen["max_retries"]),
             temperature=float(chosen["temperature"]),
         )

@@ -8,8 +8,8 @@ duplicated and a response that was complete is never requested again.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
-from dataclasses import dataclass
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
 Role = Literal["system", "user", "assistant"]
@@ -30,14 +30,35 @@ class Message:
 
 
 @dataclass(frozen=True, slots=True)
+class RetryNotice:
+    """A failed request about to be made again: said on stderr and recorded in the run."""
+
+    attempt: int
+    """1 for the first retry."""
+    delay: float
+    reason: str
+    status: int | None = None
+
+    def line(self) -> str:
+        return f"retrying in {self.delay:.1f} s: {self.reason}"
+
+
+@dataclass(frozen=True, slots=True)
 class LLMRequest:
-    """One LLM call of one frame; ``prefix`` is text already received before a crash."""
+    """One LLM call of one frame; ``prefix`` is text already received before a crash.
+
+    ``on_retry`` is awaited before each retry's wait, so the caller can say it and
+    record it.
+    """
 
     messages: tuple[Message, ...]
     playbook: str
     call_index: int
     frame_id: str
     prefix: str = ""
+    on_retry: Callable[[RetryNotice], Awaitable[None]] | None = field(
+        default=None, compare=False, repr=False
+    )
 
 
 @dataclass(frozen=True, slots=True)

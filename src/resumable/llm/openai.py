@@ -23,11 +23,9 @@ from typing import Any
 import httpx
 
 from resumable.errors import ConfigError, LLMError
-from resumable.llm.base import LLMRequest, Message, Usage, continuation_messages
+from resumable.llm.base import LLMRequest, Message, RetryNotice, Usage, continuation_messages
+from resumable.llm.continuation import RepeatFilter
 from resumable.llm.sse import SSEDecoder, SSEEvent, SSEFormatError
-
-REPEAT_CHECK_MIN = 32
-"""Prefixes at least this long are dropped when a continuation starts by repeating them."""
 
 
 class _Retry(Exception):
@@ -53,6 +51,8 @@ class OpenAIProvider:
         api_key: str | None,
         api_key_env: str = "OPENAI_API_KEY",
         timeout_seconds: float = 60.0,
+        request_timeout_seconds: float = 300.0,
+        turn_timeout_seconds: float = 600.0,
         max_retries: int = 3,
         temperature: float = 0.0,
         backoff_seconds: float = 0.5,
@@ -63,6 +63,8 @@ class OpenAIProvider:
         self.model = model
         self.api_key_env = api_key_env
         self.timeout_seconds = timeout_seconds
+        self.request_timeout_seconds = request_timeout_seconds
+        self.turn_timeout_seconds = turn_timeout_seconds
         self.max_retries = max_retries
         self.temperature = temperature
         self.backoff_seconds = backoff_seconds
@@ -116,12 +118,15 @@ class OpenAIProvider:
         tally: list[Usage] = []
         received = [request.prefix]
         failures = 0
+        clock = asyncio.get_running_loop().time
+        give_up_at = clock() + self.turn_timeout_seconds
         while True:
             so_far = "".join(received)
-            repeat = _RepeatFilter(so_far)
-            attempt = self._attempt(continuation_messages(request.messages, so_far), tally)
+            repeat = RepeatFilter(so_far)
+            deadline = min(give_up_at, clock() + self.request_timeout_seconds)
+            messages = continuation_messages(request.messages, so_far)
             try:
-                async with contextlib.aclosing(attempt) as pieces:
+                async with contextlib.aclosing(self._attempt(messages, tally, deadline)) as pieces:
                     async for piece in pieces:
                         fresh = repeat.feed(piece)
                         if fresh:
@@ -129,13 +134,23 @@ class OpenAIProvider:
                             yield fresh
             except _Retry as retry:
                 failures += 1
+                delay = self._delay(failures, retry.retry_after)
                 if failures > self.max_retries:
                     raise LLMError(
-                        f"{retry.reason}; gave up after {failures} attempts",
+                        f"{retry.reason}; gave up after {failures} attempts ([llm] max_retries)",
                         url=self.url,
                         status=retry.status,
                     ) from None
-                await asyncio.sleep(self._delay(failures, retry.retry_after))
+                if clock() + delay >= give_up_at:
+                    raise LLMError(
+                        f"{retry.reason}; gave up after {failures} attempts in "
+                        f"{self.turn_timeout_seconds:g} s ([llm] turn_timeout_seconds)",
+                        url=self.url,
+                        status=retry.status,
+                    ) from None
+                if request.on_retry is not None:
+                    await request.on_retry(RetryNotice(failures, delay, retry.reason, retry.status))
+                await asyncio.sleep(delay)
                 continue
             rest = repeat.flush()
             if rest:
@@ -144,7 +159,7 @@ class OpenAIProvider:
             return
 
     async def _attempt(
-        self, messages: tuple[Message, ...], tally: list[Usage]
+        self, messages: tuple[Message, ...], tally: list[Usage], deadline: float
     ) -> AsyncGenerator[str, None]:
         """One HTTP request: its text pieces, or ``_Retry`` when another request may succeed."""
         body = {
@@ -156,15 +171,17 @@ class OpenAIProvider:
         }
         received = 0
         try:
-            async with self._client_().stream(
-                "POST", self.url, json=body, headers=self._headers
-            ) as response:
+            async with contextlib.AsyncExitStack() as stack:
+                request = self._client_().stream("POST", self.url, json=body, headers=self._headers)
+                async with asyncio.timeout_at(deadline):  # around awaits only, never a yield
+                    response = await stack.enter_async_context(request)
                 if response.status_code != 200:
                     await self._refuse(response)
                 decoder, finished = SSEDecoder(), False
                 chunks = response.aiter_bytes()
                 while True:
-                    data = await anext(chunks, None)
+                    async with asyncio.timeout_at(deadline):
+                        data = await anext(chunks, None)
                     for event in self._decode(decoder, data):
                         piece, finish, done = self._read(event, tally)
                         if done:
@@ -180,6 +197,12 @@ class OpenAIProvider:
                         f"the stream from {self.url} ended before [DONE] "
                         f"after {received} characters"
                     )
+        except TimeoutError:
+            raise _Retry(
+                f"{self.url} did not finish within the hard limit per request "
+                f"({self.request_timeout_seconds:g} s, [llm] request_timeout_seconds) "
+                f"after {received} characters"
+            ) from None
         except httpx.ConnectError as exc:
             raise _Retry(f"cannot reach {self.url}: {exc or type(exc).__name__}") from None
         except httpx.TimeoutException as exc:
@@ -207,7 +230,7 @@ class OpenAIProvider:
         message = _error_message(await response.aread())
         if status == 429 or status >= 500 or status == 408:
             raise _Retry(
-                f"{self.url} answered {status}: {message}",
+                f"{status} from {self.url}: {message}",
                 status=status,
                 retry_after=_retry_after(response.headers.get("Retry-After")),
             )
@@ -236,7 +259,7 @@ class OpenAIProvider:
         try:
             return decoder.close() if data is None else decoder.feed(data)
         except SSEFormatError as exc:
-            raise self._malformed(exc.problem, exc.offset, exc.line) from None
+            raise self._garbled(exc.problem, exc.offset, exc.line) from None
 
     def _read(self, event: SSEEvent, tally: list[Usage]) -> tuple[str, bool, bool]:
         """One event -> (text piece, finish_reason seen, [DONE] seen)."""
@@ -252,7 +275,7 @@ class OpenAIProvider:
         try:
             chunk = json.loads(data)
         except ValueError as exc:
-            raise self._malformed(f"data is not JSON ({exc})", event.offset, event.line) from None
+            raise self._garbled(f"data is not JSON ({exc})", event.offset, event.line) from None
         if not isinstance(chunk, dict):
             raise self._malformed("data is not a JSON object", event.offset, event.line)
         if chunk.get("error") is not None:
@@ -281,7 +304,12 @@ class OpenAIProvider:
             )
         return content or "", first.get("finish_reason") is not None, False
 
+    def _garbled(self, problem: str, offset: int, line: int) -> _Retry:
+        """Bytes damaged on the way (not UTF-8, not JSON): asked again, from what arrived."""
+        return _Retry(f"malformed event from {self.url} at byte {offset} (line {line}): {problem}")
+
     def _malformed(self, problem: str, offset: int, line: int) -> LLMError:
+        """Well-formed events of another shape: the endpoint does not speak this API."""
         return LLMError(
             f"malformed event from {self.url} at byte {offset} (line {line}): {problem}",
             url=self.url,
@@ -294,37 +322,6 @@ class OpenAIProvider:
             return min(self.max_backoff_seconds, retry_after)
         base = min(self.max_backoff_seconds, self.backoff_seconds * 2.0 ** (failures - 1))
         return base * (0.5 + self._jitter.random() / 2)
-
-
-class _RepeatFilter:
-    """Drops a continuation's leading copy of the whole prefix, which chat models sometimes send.
-
-    Only for prefixes of ``REPEAT_CHECK_MIN`` characters or more: a short prefix
-    may legitimately recur right after itself.
-    """
-
-    def __init__(self, prefix: str) -> None:
-        self.prefix = prefix
-        self.deciding = len(prefix) >= REPEAT_CHECK_MIN
-        self.pending = ""
-
-    def feed(self, piece: str) -> str:
-        if not self.deciding:
-            return piece
-        self.pending += piece
-        if len(self.pending) < len(self.prefix) and self.prefix.startswith(self.pending):
-            return ""
-        self.deciding = False
-        if self.pending.startswith(self.prefix):
-            return self.pending[len(self.prefix) :]
-        return self.pending
-
-    def flush(self) -> str:
-        """Text held back when the stream ended while still undecided: it was not a repeat."""
-        if not self.deciding:
-            return ""
-        self.deciding = False
-        return self.pending
 
 
 def is_local_url(url: str) -> bool:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+_BOM = b"\xef\xbb\xbf"
+
 
 @dataclass(frozen=True, slots=True)
 class SSEEvent:
@@ -36,7 +38,9 @@ class SSEDecoder:
     Lines end with CRLF, LF or CR, also when split across reads; ``:`` lines are
     comments; ``data`` lines of one event are joined with LF; a blank line
     dispatches. An event not ended by a blank line when the stream ends is dropped,
-    as the spec says: a cut stream never yields half an event.
+    as the spec says: a cut stream never yields half an event. One leading UTF-8
+    BOM is skipped, also when its three bytes arrive in different reads. Bytes that
+    are not UTF-8 raise :class:`SSEFormatError`, after the events completed before them.
     """
 
     _EOL = re.compile(rb"\r\n|\r|\n")
@@ -48,26 +52,49 @@ class SSEDecoder:
         self._event = ""
         self._data: list[str] = []
         self._start: tuple[int, int] | None = None
+        self._bom_pending = True
+        self._error: SSEFormatError | None = None
 
     def feed(self, data: bytes) -> list[SSEEvent]:
-        if not self._offset and not self._buffer and data.startswith(b"\xef\xbb\xbf"):
-            data, self._offset = data[3:], 3
         self._buffer += data
+        if self._bom_pending and not self._skip_bom(final=False):
+            return []
         return self._drain(final=False)
 
     def close(self) -> list[SSEEvent]:
         """Events completed by the end of the stream; an undispatched one is dropped."""
+        if self._bom_pending:
+            self._skip_bom(final=True)
         return self._drain(final=True)
 
+    def _skip_bom(self, *, final: bool) -> bool:
+        """Drop a leading UTF-8 BOM, even one split across reads; False while undecided."""
+        head = bytes(self._buffer[: len(_BOM)])
+        if head == _BOM:
+            del self._buffer[: len(_BOM)]
+            self._offset = len(_BOM)
+        elif _BOM.startswith(head) and not final:
+            return False  # maybe the first byte or two of a BOM: wait for more
+        self._bom_pending = False
+        return True
+
     def _drain(self, *, final: bool) -> list[SSEEvent]:
+        if self._error is not None:
+            raise self._error
         events: list[SSEEvent] = []
         position = 0
         while match := self._EOL.search(self._buffer, position):
             if match.group() == b"\r" and match.end() == len(self._buffer) and not final:
                 break  # maybe the first half of a CRLF
-            self._take(
-                bytes(self._buffer[position : match.start()]), self._offset + position, events
-            )
+            try:
+                self._take(
+                    bytes(self._buffer[position : match.start()]), self._offset + position, events
+                )
+            except SSEFormatError as exc:
+                if not events:
+                    raise
+                self._error = exc  # the events before it first; the error on the next call
+                break
             self._line += 1
             position = match.end()
         del self._buffer[:position]

@@ -8,32 +8,38 @@ answered, so a resume never asks again and a timeout counts from the first askin
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
-from resumable.errors import UsageError
-from resumable.journal import idempotency_key
+from resumable.durability.journal import await_key
+from resumable.durability.session import RunSession
 from resumable.playbooks.primitives import (
     WaitForInput,
+    answer_problem,
     ask_terminal,
     deadline_passed,
     parse_answer,
 )
-from resumable.session import RunSession
 
 
 class HumanDesk:
     """Where the primitives Input/Approve/Review/Escalate send their questions."""
 
-    def __init__(self, session: RunSession, *, interactive: bool) -> None:
+    def __init__(
+        self,
+        session: RunSession,
+        *,
+        interactive: bool,
+        on_ask: Callable[[str], None] | None = None,
+    ) -> None:
         self.session = session
         self.interactive = interactive
+        self.on_ask = on_ask
+        """Told before a question goes to the terminal (a status line makes room for it)."""
 
     async def ask(self, kind: str, prompt: str, timeout: float | None, default: Any) -> Any:
-        try:
-            # per question, also for questions asked at once in spawned tasks (gather)
-            key = idempotency_key()
-        except UsageError:
-            key = f"{self.session.run_id}/unkeyed/{kind}"
+        # per question, also for questions asked at once in spawned tasks (gather)
+        key = await_key() or f"{self.session.run_id}/unkeyed/{kind}"
         state = self.session.state
         if key in state.answers:
             return parse_answer(kind, str(state.answers[key]))
@@ -55,10 +61,19 @@ class HumanDesk:
             "at": asked["at"],
         }
         if self.interactive:
-            remaining = None if timeout is None else max(0.0, asked["at"] + timeout - time.time())
-            try:
-                text = await ask_terminal(prompt, remaining)
-            except EOFError:  # the terminal went away: wait for `resumable answer`
-                raise WaitForInput(question) from None
-            return default if text is None else parse_answer(kind, text)
+            if self.on_ask is not None:
+                self.on_ask(prompt)
+            ask = prompt
+            while True:
+                left = None if timeout is None else max(0.0, asked["at"] + timeout - time.time())
+                try:
+                    text = await ask_terminal(ask, left)
+                except EOFError:  # the terminal went away: wait for `resumable answer`
+                    raise WaitForInput(question) from None
+                if text is None:
+                    return default
+                problem = answer_problem(kind, text)
+                if problem is None:
+                    return parse_answer(kind, text)
+                ask = f"{problem[0].upper()}{problem[1:]}. {prompt}"
         raise WaitForInput(question)

@@ -1,25 +1,26 @@
 """The Markdown reader of ``.pb`` files: lines in, :class:`~.program.Program` out, no code run.
 
-Design note. One pass over the lines. Fenced blocks are recognised first, so a
-``#`` or ``-`` inside code is never read as Markdown; a ```python block is
-collected and parsed with ``ast`` (never run). Outside fences, ATX headings drive
-a small state machine: ``#`` is the agent, ``##`` a playbook, ``###`` a section
-of it. ``### Steps``/``Triggers``/``Notes`` are read as lists whose nesting is
-indentation (two or more columns deeper than the parent item; a tab counts four).
-Limits: setext headings, HTML blocks and reference links mean nothing here. A
-full Markdown parser was rejected: it would add a dependency and lose the exact
-source lines that every error message must name.
+Design note. markdown-it-py (CommonMark) turns the text into a tree of blocks, each
+with the source lines it spans, so every error still names its line. The top-level
+blocks drive a small state machine: a level-1 heading is the agent, level 2 a
+playbook, level 3 a section of it, deeper headings plain text. ``### Steps``/
+``Triggers``/``Notes`` are read as Markdown lists (nesting as CommonMark defines
+it); a ```python fence is parsed with ``ast`` (never run). HTML blocks and HTML
+comments are not part of the program: a commented-out step stays out of the
+playbook. Descriptions keep their source text verbatim (a fence, a table).
 """
 
 from __future__ import annotations
 
 import ast
-import keyword
 import re
 import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from markdown_it import MarkdownIt
+from markdown_it.tree import SyntaxTreeNode
 
 from resumable.errors import ProgramError
 from resumable.playbooks.program import (
@@ -32,14 +33,14 @@ from resumable.playbooks.program import (
     program_error,
     starts_at_beginning,
 )
+from resumable.playbooks.signatures import is_name, is_playbook_decorator, python_params
 
-_FENCE_OPEN = re.compile(r"^(\s*)(`{3,}|~{3,})(.*)$")
-_FENCE_CLOSE = re.compile(r"^\s*(`{3,}|~{3,})\s*$")
-_HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
-_ITEM = re.compile(r"^( *)([-*+]|\d{1,9}[.)])(?:[ \t]+(.*))?$")
+_MARKDOWN = MarkdownIt("commonmark")
+_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+_PYTHON = ("python", "py", "python3")
 _SIGNATURE = re.compile(r"^([^\s(]+)\s*(?:\((.*)\))?$")
 _SECTIONS = {key: name for name in ("steps", "triggers", "notes") for key in (name, name[:-1])}
-_PLAYBOOK_DECORATOR = "playbook"
 _HOW_SIGNATURE = "write `## Name` or `## Name($param, $other=default)`"
 _MESSAGES = {  # what is wrong; how to fix it
     "no_agent": "no `# AgentName` heading; start the file with one and a description",
@@ -74,17 +75,28 @@ def read_program(text: str, path: Path) -> Program:
 
 @dataclass
 class _Item:
-    """A list item being built: ``content`` is the column its text starts at."""
+    """A list item: its first line and the text of its paragraphs."""
 
     line: int
-    indent: int
-    content: int
     parts: list[str]
     children: list[_Item] = field(default_factory=list)
 
     @property
     def text(self) -> str:
         return " ".join(self.parts)
+
+
+@dataclass(frozen=True, slots=True)
+class _Block:
+    """Source lines of one block of a description, ``first`` to ``stop`` (1-based, excluded)."""
+
+    first: int
+    stop: int
+    lines: list[str]
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.lines)
 
 
 @dataclass
@@ -94,67 +106,65 @@ class _Draft:
     name: str
     params: tuple[ParamSpec, ...]
     line: int
-    description: list[str] = field(default_factory=list)
-    sections: dict[str, tuple[int, list[tuple[int, str]]]] = field(default_factory=dict)
+    description: list[_Block] = field(default_factory=list)
+    sections: dict[str, tuple[int, list[SyntaxTreeNode]]] = field(default_factory=dict)
 
 
 class _Parser:
-    """Reads the lines once; headings switch where the following lines go."""
+    """Walks the top-level blocks once; headings switch where the following blocks go."""
 
     def __init__(self, text: str, path: Path) -> None:
         self.text = text
         self.path = path
-        self.lines = [line.rstrip("\r") for line in text.split("\n")]
+        self.lines = _LINE_BREAK.split(text)  # as CommonMark counts lines
         self.agent: tuple[str, int] | None = None
-        self.description: list[str] = []
+        self.description: list[_Block] = []
         self.drafts: list[_Draft] = []
         self.blocks: list[PythonBlock] = []
         self.python: list[PlaybookSpec] = []
-        # Where Markdown lines go now: description prose, a list section, or nowhere.
-        self.prose: list[str] | None = None
-        self.entries: list[tuple[int, str]] | None = None
+        # Where blocks go now: description prose, a list section, or nowhere.
+        self.prose: list[_Block] | None = None
+        self.entries: list[SyntaxTreeNode] | None = None
 
     def fail(self, line: int, key: str, **details: object) -> ProgramError:
         return program_error(self.path, line, _MESSAGES[key].format(**details))
 
     def parse(self) -> Program:
-        number = 0
-        while number < len(self.lines):
-            raw = self.lines[number]
-            fence = _FENCE_OPEN.match(raw)
-            if fence and not (fence[2][0] == "`" and "`" in fence[3]):
-                number = self.fenced(number, fence)
-                continue
-            heading = _HEADING.match(raw)
-            if heading:
-                title = re.sub(r"(?:^|[ \t]+)#+$", "", heading[2] or "").strip()
-                self.heading(len(heading[1]), title, number + 1)
+        tree = SyntaxTreeNode(_MARKDOWN.parse(self.text))
+        for block in tree.children:
+            first = _first_line(block)
+            if block.type == "heading":
+                self.heading(int(block.tag[1]), _inline_text(block), first)
+            elif block.type == "fence":
+                self.fence(block, first)
+            elif block.type == "html_block":
+                continue  # comments and raw HTML are not part of the program
             else:
-                self.markdown(number + 1, raw)
-            number += 1
+                self.markdown(block, first)
         if self.agent is None:
             raise self.fail(1, "no_agent")
         return self.finish(*self.agent)
 
-    def fenced(self, start: int, fence: re.Match[str]) -> int:
-        indent, marker = len(fence[1].expandtabs(4)), fence[2]
-        language = (fence[3].split() or [""])[0].lower()
-        end = start + 1
-        while end < len(self.lines):
-            close = _FENCE_CLOSE.match(self.lines[end])
-            if close and close[1][0] == marker[0] and len(close[1]) >= len(marker):
-                break
-            end += 1
-        else:
-            raise self.fail(start + 1, "unclosed", fence=marker + language, marker=marker)
-        if language in ("python", "py", "python3"):
-            body = "".join(f"{_dedent(line, indent)}\n" for line in self.lines[start + 1 : end])
-            self.python_block(PythonBlock(body, start + 2))
-        elif self.agent is None:
-            raise self.fail(start + 1, "before_agent")
-        elif self.prose is not None:  # other code blocks stay in descriptions, verbatim
-            self.prose.extend(self.lines[start : end + 1])
-        return end + 1
+    def fence(self, block: SyntaxTreeNode, line: int) -> None:
+        if self.python_fence(block, line):
+            return
+        if self.agent is None:
+            raise self.fail(line, "before_agent")
+        if self.prose is not None:  # other code blocks stay in descriptions, verbatim
+            self.prose.append(self.source(block))
+
+    def python_fence(self, block: SyntaxTreeNode, line: int) -> bool:
+        """Read a ```python block (wherever it stands); False for any other fence."""
+        marker = block.markup
+        language = (block.info.split() or [""])[0].lower()
+        end = block.map[1] if block.map else len(self.lines)
+        closing = self.lines[end - 1].strip() if line < end <= len(self.lines) else ""
+        if not closing.startswith(marker) or closing.strip(marker[0]):
+            raise self.fail(line, "unclosed", fence=marker + language, marker=marker)
+        if language not in _PYTHON:
+            return False
+        self.python_block(PythonBlock(block.content, line + 1))
+        return True
 
     def heading(self, level: int, title: str, line: int) -> None:
         if self.agent is None and level != 1:
@@ -171,8 +181,8 @@ class _Parser:
             self.prose, self.entries = self.drafts[-1].description, None
         elif level == 3:
             self.section(title, line)
-        else:  # deeper headings are plain text of the section they are in
-            self.markdown(line, self.lines[line - 1])
+        elif self.prose is not None:  # deeper headings are plain text of the section they are in
+            self.prose.append(self.source_lines(line, line + 1))
 
     def section(self, title: str, line: int) -> None:
         kind = _SECTIONS.get(title.rstrip(":").strip().lower())
@@ -188,18 +198,28 @@ class _Parser:
         self.entries = []
         draft.sections[kind] = (line, self.entries)
 
-    def markdown(self, line: int, raw: str) -> None:
+    def markdown(self, block: SyntaxTreeNode, line: int) -> None:
+        for inner in block.walk(include_self=False):
+            if inner.type == "fence":  # a ```python block inside a list item or a quote
+                self.python_fence(inner, _first_line(inner))
         if self.agent is None:
-            if raw.strip():
-                raise self.fail(line, "before_agent")
-        elif self.prose is not None:
-            self.prose.append(raw)
+            raise self.fail(line, "before_agent")
+        if self.prose is not None:
+            self.prose.append(self.source(block))
         elif self.entries is not None:
-            self.entries.append((line, raw))
+            self.entries.append(block)
+
+    def source(self, block: SyntaxTreeNode) -> _Block:
+        start, end = block.map if block.map else (0, 0)
+        return self.source_lines(start + 1, end + 1)
+
+    def source_lines(self, first: int, stop: int) -> _Block:
+        """Lines ``first`` up to ``stop`` (1-based, ``stop`` excluded) as they are in the file."""
+        return _Block(first, stop, self.lines[first - 1 : stop - 1])
 
     def playbook_heading(self, title: str, line: int) -> _Draft:
         match = _SIGNATURE.match(title)
-        if not match or not _is_name(match[1]):
+        if not match or not is_name(match[1]):
             raise self.fail(line, "bad_signature", title=title)
         name = match[1]
         self.check_name(name, line)
@@ -218,11 +238,11 @@ class _Parser:
             raise self.fail(line, "bad_param", part="/" if args.posonlyargs else "*", name=name)
         for number, arg in enumerate(args.args):
             written = ast.get_source_segment(source, arg) or arg.arg
-            if written[:1] != "$" or not _is_name(written[1:]):
+            if written[:1] != "$" or not is_name(written[1:]):
                 raise self.fail(line, "bad_param", part=written, name=name)
             if any(arg.arg == other.arg for other in args.args[:number]):
                 raise self.fail(line, "twice", name=name, param=written[1:])
-        params = [ParamSpec(p.name[1:], p.default) for p in _python_params(args, source)]
+        params = [ParamSpec(p.name[1:], p.default) for p in python_params(args, source)]
         return _Draft(name, tuple(params), line)
 
     def check_name(self, name: str, line: int) -> None:
@@ -240,13 +260,13 @@ class _Parser:
         for node in tree.body:
             if not isinstance(node, ast.AsyncFunctionDef | ast.FunctionDef | ast.ClassDef):
                 continue
-            if not any(_is_playbook_decorator(d) for d in node.decorator_list):
+            if not any(is_playbook_decorator(d) for d in node.decorator_list):
                 continue
             line = block.line + node.lineno - 1
             if not isinstance(node, ast.AsyncFunctionDef):
                 raise self.fail(line, "not_async", name=node.name)
             self.check_name(node.name, line)
-            params = _python_params(node.args, block.source)
+            params = python_params(node.args, block.source)
             doc = ast.get_docstring(node) or ""
             self.python.append(PlaybookSpec(node.name, params, "python", doc, (), (), (), line))
 
@@ -283,49 +303,58 @@ class _Parser:
             draft.name, draft.params, "llm", description, steps_spec, triggers, notes, draft.line
         )
 
-    def items(self, lines: list[tuple[int, str]], *, strict: bool) -> list[_Item]:
-        """A list section as a tree; prose either continues an item or, if not strict, is one."""
+    def items(self, blocks: list[SyntaxTreeNode], *, strict: bool) -> list[_Item]:
+        """A list section as a tree; prose outside a list is an error, or (if not strict) an item."""
         roots: list[_Item] = []
-        stack: list[_Item] = []
-        after_blank = True
-        for line, raw in lines:
-            expanded = raw.expandtabs(4)
-            if not expanded.strip():
-                after_blank = True
-                continue
-            item = _ITEM.match(expanded)
-            indent = len(expanded) - len(expanded.lstrip())
-            if item:
-                if not (text := (item[3] or "").strip()):
-                    raise self.fail(line, "empty_item")
-                while stack and indent < stack[-1].indent + 2:
-                    stack.pop()
-                node = _Item(line, indent, len(expanded) - len(item[3] or ""), [text])
+        for block in blocks:
+            if block.type in ("bullet_list", "ordered_list"):
+                roots.extend(self.list_items(block))
+            elif strict:
+                raise self.fail(_first_line(block), "prose_step")
             else:
-                owner = stack[-1] if stack and not after_blank else None
-                owner = owner or next((i for i in reversed(stack) if i.content <= indent), None)
-                after_blank = False
-                if owner is not None:  # a continuation line of an item
-                    owner.parts.append(expanded.strip())
-                    continue
-                if strict:
-                    raise self.fail(line, "prose_step")
-                stack.clear()
-                node = _Item(line, indent, indent + 1, [expanded.strip()])
-            (stack[-1].children if stack else roots).append(node)
-            stack.append(node)
-            after_blank = False
+                text = _flat(self.source(block).text)
+                if text:
+                    roots.append(_Item(_first_line(block), [text]))
         return roots
 
+    def list_items(self, block: SyntaxTreeNode) -> list[_Item]:
+        items = []
+        for entry in block.children:
+            line = _first_line(entry)
+            parts = [_flat(_inline_text(c)) for c in entry.children if c.type == "paragraph"]
+            parts = [part for part in parts if part]
+            if not parts:
+                raise self.fail(line, "empty_item")
+            item = _Item(line, parts)
+            for child in entry.children:
+                if child.type in ("bullet_list", "ordered_list"):
+                    item.children.extend(self.list_items(child))
+            items.append(item)
+        return items
 
-def _dedent(line: str, columns: int) -> str:
-    expanded = line.expandtabs(4) if line[:1] == "\t" else line
-    strip = min(columns, len(expanded) - len(expanded.lstrip(" ")))
-    return expanded[strip:]
+
+def _first_line(block: SyntaxTreeNode) -> int:
+    return block.map[0] + 1 if block.map else 1
 
 
-def _paragraphs(lines: list[str]) -> str:
-    return textwrap.dedent("\n".join(line.rstrip() for line in lines)).strip("\n")
+def _inline_text(block: SyntaxTreeNode) -> str:
+    """The raw text of a heading or paragraph (its inline child), HTML comments removed."""
+    inline = next((c for c in block.children if c.type == "inline"), None)
+    return _COMMENT.sub("", inline.content).strip() if inline is not None else ""
+
+
+def _flat(text: str) -> str:
+    return " ".join(_COMMENT.sub("", text).split())
+
+
+def _paragraphs(blocks: list[_Block]) -> str:
+    """Description blocks as they stand in the file, one blank line where the file had any."""
+    lines: list[str] = []
+    for number, block in enumerate(blocks):
+        if number and blocks[number - 1].stop < block.first:
+            lines.append("")
+        lines.extend(line.rstrip() for line in block.lines)
+    return textwrap.dedent("\n".join(lines)).strip("\n")
 
 
 def _flatten(items: list[_Item]) -> Iterator[_Item]:
@@ -340,35 +369,3 @@ def _freeze(items: list[_Item], prefix: str) -> tuple[StepSpec, ...]:
         step_id = f"{prefix}{number:02d}"
         steps.append(StepSpec(step_id, item.text, item.line, _freeze(item.children, f"{step_id}.")))
     return tuple(steps)
-
-
-def _is_name(text: str) -> bool:
-    return text.isidentifier() and not keyword.iskeyword(text)
-
-
-def _is_playbook_decorator(node: ast.expr) -> bool:
-    target = node.func if isinstance(node, ast.Call) else node
-    if isinstance(target, ast.Name):
-        return target.id == _PLAYBOOK_DECORATOR
-    return isinstance(target, ast.Attribute) and target.attr == _PLAYBOOK_DECORATOR
-
-
-def _python_params(args: ast.arguments, source: str) -> tuple[ParamSpec, ...]:
-    def default_text(node: ast.expr | None) -> str | None:
-        if node is None:
-            return None
-        return ast.get_source_segment(source, node) or ast.unparse(node)
-
-    positional = [*args.posonlyargs, *args.args]
-    defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults))
-    params = [
-        ParamSpec(a.arg, default_text(d))
-        for a, d in zip(positional, [*defaults, *args.defaults], strict=True)
-    ]
-    if args.vararg:
-        params.append(ParamSpec(args.vararg.arg, None, "var_positional"))
-    for arg, kw_default in zip(args.kwonlyargs, args.kw_defaults, strict=True):
-        params.append(ParamSpec(arg.arg, default_text(kw_default), "keyword_only"))
-    if args.kwarg:
-        params.append(ParamSpec(args.kwarg.arg, None, "var_keyword"))
-    return tuple(params)

@@ -175,10 +175,34 @@ def _ask(
     return human.ask(kind, prompt, timeout, default)
 
 
+YES = frozenset({"yes", "y", "true", "ok", "okay", "approve", "approved", "1"})
+NO = frozenset({"no", "n", "false", "reject", "rejected", "deny", "0"})
+
+
+def approval(text: str) -> bool | None:
+    """An answer to Approve: True, False, or None when it is neither (then it is asked again).
+
+    Case and trailing punctuation do not matter: "Yes." and "OK!" approve, "No." rejects.
+    """
+    word = text.strip().rstrip(".!?,;: ").strip().lower()
+    if word in YES:
+        return True
+    if word in NO:
+        return False
+    return None
+
+
+def answer_problem(kind: str, text: str) -> str | None:
+    """What is wrong with ``text`` as the answer to a question of ``kind`` (None: nothing)."""
+    if kind == "approve" and approval(text) is None:
+        return f"answer yes or no (yes/y/true/ok/approve or no/n/false/reject), not {text!r}"
+    return None
+
+
 def parse_answer(kind: str, text: str) -> Any:
     """A human's typed answer as the primitive returns it (Approve gives a bool)."""
     if kind == "approve":
-        return text.strip().lower() in ("y", "yes", "approve", "approved", "ok", "true", "1")
+        return bool(approval(text))
     return text
 
 
@@ -208,7 +232,7 @@ def _read_line(fd: int, stop: threading.Event) -> str:
         ready, _, _ = select.select([fd], [], [], _POLL_SECONDS)
         if not ready:
             continue
-        chunk = os.read(fd, 4096)
+        chunk = os.read(fd, 1)  # a byte at a time: what follows the line stays for the next
         if not chunk:
             if data:
                 break

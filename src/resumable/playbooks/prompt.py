@@ -6,7 +6,7 @@ came of it (the observations), so every prompt can be rebuilt from the log alone
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from resumable.llm.base import Message
@@ -67,6 +67,45 @@ def next_prompt(
         Message("assistant", response),
         Message("user", f"Observations:\n{seen}\nContinue with the next step."),
     ]
+
+
+MAX_TRACEBACK_LINES = 12
+MAX_TRACEBACK_CHARS = 1500
+QUOTE_CHARS = 400
+
+NO_CODE_OBSERVATION = (
+    "Error: your reply held no Python code to run (prose, reasoning and fences of other "
+    "languages are not run). Reply with the Python code of the next step."
+)
+
+
+def error_observation(failure: Mapping[str, Any], reply: str) -> str:
+    """What the model is told of an error in its reply: the line it wrote, a short traceback."""
+    text = f"Error: {failure['message']}"
+    lines = reply.splitlines()
+    line = failure.get("line") or 0
+    if 0 < line <= len(lines) and lines[line - 1].strip():
+        text += f"\nLine {line} of your reply: {lines[line - 1].strip()}"
+    trace = str(failure.get("traceback") or "").rstrip("\n")
+    if trace:
+        text += "\n" + _bounded(trace)
+    return text
+
+
+def _bounded(trace: str) -> str:
+    """The end of a traceback (where the error is), at most a few lines and characters."""
+    lines = trace.splitlines()
+    cut = len(lines) > MAX_TRACEBACK_LINES
+    kept = "\n".join(lines[-MAX_TRACEBACK_LINES:])
+    if len(kept) > MAX_TRACEBACK_CHARS:
+        kept, cut = kept[-MAX_TRACEBACK_CHARS:], True
+    return ("(traceback shortened)\n" if cut else "") + kept
+
+
+def quote(reply: str) -> str:
+    """A reply quoted in one line of an error message, shortened if long."""
+    text = reply if len(reply) <= QUOTE_CHARS else reply[: QUOTE_CHARS - 3] + "..."
+    return repr(text)
 
 
 def to_wire(messages: Sequence[Message]) -> list[list[str]]:

@@ -7,16 +7,25 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from resumable.config import Config
+from resumable.durability.progress import RunProgress
+from resumable.durability.session import (
+    RunOutcome,
+    RunSession,
+    new_run_id,
+    register_driver,
+    store_for,
+)
 from resumable.errors import ProgramError
 from resumable.llm.base import LLMProvider
 from resumable.playbooks.program import parse_program
 from resumable.playbooks.runtime import PlaybookRuntime
-from resumable.session import RunOutcome, RunSession, new_run_id, store_for
 from resumable.store.base import RunMeta
 
 
@@ -41,6 +50,8 @@ def _provider(config: Config, program_path: Path, env: Mapping[str, str]) -> LLM
         model=llm.model,
         api_key_env=llm.api_key_env,
         timeout_seconds=llm.timeout_seconds,
+        request_timeout_seconds=llm.request_timeout_seconds,
+        turn_timeout_seconds=llm.turn_timeout_seconds,
         max_retries=llm.max_retries,
         temperature=llm.temperature,
         chunk_delay_seconds=llm.chunk_delay_seconds,
@@ -58,18 +69,19 @@ async def run_program(
     run_id: str | None = None,
     no_input: bool = False,
     on_start: Any = None,
+    watch: RunProgress | None = None,
+    plain: bool = False,
 ) -> RunOutcome:
-    """Run a .pb program from its start."""
+    """Run a .pb program from its start; ``watch`` is told what it is doing.
+
+    ``plain`` (``enabled = false``): its records go to a folder thrown away after.
+    """
     from resumable.playbooks.program import load_program
 
     program = load_program(path)
-    provider = _provider(config, path, env)
     if not config.durability.enabled:
-        raise ProgramError(
-            "[durability] enabled = false is supported by `resumable exec` only; "
-            "playbooks always run durably",
-            path=str(path),
-        )
+        return await _run_plainly(path, config, env=env, watch=watch)
+    provider = _provider(config, path, env)
     store = store_for(config.durability, config)
     async with store:
         meta = RunMeta(run_id or new_run_id(), program=str(path), kind="playbook")
@@ -84,12 +96,39 @@ async def run_program(
             on_start(session.run_id)
         try:
             runtime = PlaybookRuntime(
-                session, config, program, provider, interactive=_interactive(config, no_input)
+                session,
+                config,
+                program,
+                provider,
+                interactive=plain or _interactive(config, no_input),
+                progress=watch,
             )
             return await runtime.run()
         finally:
             await provider.aclose()
             await session.close()
+
+
+async def _run_plainly(
+    path: Path, config: Config, *, env: Mapping[str, str], watch: RunProgress | None
+) -> RunOutcome:
+    """``enabled = false``: the program runs with its records in a folder deleted at the end.
+
+    Nothing is kept, so nothing can be resumed, and a question for a human is asked on
+    standard input (a terminal or a pipe): a run cannot wait for `resumable answer`.
+    """
+    with tempfile.TemporaryDirectory(prefix="resumable-plain-") as folder:
+        settings = replace(config.durability, store="file", path=folder, sync="flush")
+        plain = replace(config, durability=replace(settings, encrypt=False, enabled=True))
+        outcome = await run_program(path, plain, env=env, watch=watch, plain=True)
+    if outcome.status == "waiting":
+        raise ProgramError(
+            f"{path}: the program asks a human ({' '.join(outcome.message.split())}) and "
+            "standard input gave no answer; with [durability] enabled = false nothing is kept to answer later, so "
+            "pipe the answers in or set enabled = true",
+            path=str(path),
+        )
+    return replace(outcome, run_id="")
 
 
 async def drive_playbook(
@@ -98,12 +137,13 @@ async def drive_playbook(
     *,
     env: Mapping[str, str],
     no_input: bool = False,
+    watch: RunProgress | None = None,
     **_: Any,
 ) -> RunOutcome:
     """Resume a playbook run attached in ``session``: the recorded program text runs."""
     state = session.state
     try:
-        if state.status in ("completed", "failed"):  # only the store's meta missed it
+        if state.status in ("completed", "failed", "cancelled"):  # only the meta missed it
             await session.set_status(state.status, state.detail)  # type: ignore[arg-type]
             return RunOutcome(session.run_id, state.status, 0 if state.status == "completed" else 1)
         path = Path(state.program)
@@ -111,10 +151,18 @@ async def drive_playbook(
         provider = _provider(config, path, env)
         try:
             runtime = PlaybookRuntime(
-                session, config, program, provider, interactive=_interactive(config, no_input)
+                session,
+                config,
+                program,
+                provider,
+                interactive=_interactive(config, no_input),
+                progress=watch,
             )
             return await runtime.run()
         finally:
             await provider.aclose()
     finally:
         await session.close()
+
+
+register_driver("playbook", drive_playbook)

@@ -7,26 +7,30 @@ recorded (batched, and always before a statement they complete starts running)
 and streamed into the frame's executor. On resume a frame picks up its namespace
 at its last finished statement, replays the statement in progress from its
 journal, feeds the rest of the recorded response, and only asks the LLM for what
-was never received - continuing a cut-off response from its recorded prefix.
+was never received - continuing a cut-off response from its recorded prefix. The
+turns of a frame (prompt, reply filter, errors back to the model) are in
+:mod:`resumable.playbooks.turns`.
 """
 
 from __future__ import annotations
 
 import ast
-import contextlib
 import contextvars
 import inspect
-import time
 from collections.abc import Mapping
 from typing import Any
 
 from resumable.config import Config
-from resumable.errors import CodeError, ResumableError
-from resumable.executor import StreamingPythonExecutor
-from resumable.hooks import HOOK_NAME, HookBase
-from resumable.journal import FrameRecorder, _in_flight
-from resumable.llm.base import LLMProvider, LLMRequest
-from resumable.output import ProgramOutput
+from resumable.durability.journal import FrameRecorder, _in_flight
+from resumable.durability.progress import RunProgress
+from resumable.durability.session import RunOutcome, RunSession
+from resumable.durability.snapshot import Snapshotter
+from resumable.durability.state import FrameState
+from resumable.errors import ResumableError
+from resumable.exec.hooks import HOOK_NAME, HookBase
+from resumable.exec.output import ProgramOutput
+from resumable.exec.rewrite import rewrite_statement
+from resumable.llm.base import LLMProvider
 from resumable.playbooks.human import HumanDesk
 from resumable.playbooks.primitives import (
     AgentState,
@@ -37,16 +41,7 @@ from resumable.playbooks.primitives import (
     make_primitives,
 )
 from resumable.playbooks.program import PlaybookSpec, Program
-from resumable.playbooks.prompt import first_prompt, from_wire, next_prompt, to_wire
-from resumable.recovery import line_at
-from resumable.rewrite import rewrite_statement
-from resumable.session import RunOutcome, RunSession
-from resumable.snapshot import Snapshotter
-from resumable.state import FrameState
-from resumable.streaming import Statement
-
-CHUNK_BATCH = 2048
-"""Streamed text is recorded at least every this many characters."""
+from resumable.playbooks.turns import FrameFailed, FrameTurns
 
 _PYTHON_INDEX = 1_000_000
 """Statement indices of .pb python blocks, apart from any response's."""
@@ -74,59 +69,17 @@ class _Halt(BaseException):
         self.error = error
 
 
-class _LimitReached(BaseException):
-    """A frame made ``max_llm_calls`` calls without Return() or End(): the run fails."""
-
-    def __init__(self, message: str, frame: str) -> None:
-        super().__init__(message)
-        self.message = message
-        self.frame = frame
-
-
 class _FrameDispatch(HookBase):
     """The hook of Python playbooks: their awaits belong to the frame that calls them."""
 
     def __init__(self, current: contextvars.ContextVar[FrameRecorder | None]) -> None:
         self._current = current
 
-    async def await_(self, site: str, awaitable: Any) -> Any:
+    def await_(self, site: str, awaitable: Any) -> Any:
         recorder = self._current.get()
         if recorder is None:
-            return await awaitable
-        return await recorder.await_(site, awaitable)
-
-
-class _TurnObserver:
-    """Records pending response text before each statement runs, then delegates."""
-
-    def __init__(self, runtime: PlaybookRuntime, recorder: FrameRecorder, frame_id: str) -> None:
-        self.runtime = runtime
-        self.recorder = recorder
-        self.frame_id = frame_id
-        self.turn = 0
-        self.pending: list[str] = []
-        self.pending_chars = 0
-
-    def take_pending(self) -> list[tuple[str, str, dict[str, Any]]]:
-        """The chunk record for text not yet recorded (none if there is none)."""
-        if not self.pending:
-            return []
-        text = "".join(self.pending)
-        self.pending, self.pending_chars = [], 0
-        return [("chunk", self.frame_id, {"t": self.turn, "text": text})]
-
-    async def flush(self) -> None:
-        for kind, frame, body in self.take_pending():
-            await self.runtime.session.manager.write(kind, frame, body)
-
-    async def statement_started(self, statement: Statement, index: int) -> None:
-        await self.flush()
-        await self.recorder.statement_started(statement, index)
-
-    async def statement_finished(
-        self, statement: Statement, index: int, error: CodeError | None
-    ) -> None:
-        await self.recorder.statement_finished(statement, index, error)
+            return awaitable
+        return recorder.await_(site, awaitable)
 
 
 class PlaybookRuntime:
@@ -140,12 +93,17 @@ class PlaybookRuntime:
         provider: LLMProvider,
         *,
         interactive: bool,
+        progress: RunProgress | None = None,
     ) -> None:
         self.session = session
         self.config = config
         self.program = program
         self.provider = provider
-        self.human = HumanDesk(session, interactive=interactive)
+        self.progress = progress
+        self.turns = FrameTurns(session, config, program, provider, progress)
+        self.human = HumanDesk(
+            session, interactive=interactive, on_ask=None if progress is None else progress.asking
+        )
         state = session.state
         # agent state is small and pickled whole: no blobs to fetch before it is loaded
         self._agent_pickler = Snapshotter(blob_threshold=1 << 62)
@@ -155,7 +113,7 @@ class PlaybookRuntime:
             if state.agent is None
             else self._agent_pickler.loads_value(state.agent, load_blob=_no_blob, ns={})
         )
-        self.output = ProgramOutput(muted=session.resumed)
+        self.output = ProgramOutput(muted=session.resumed, hold=True)
         self._current: contextvars.ContextVar[FrameRecorder | None] = contextvars.ContextVar(
             "resumable_frame", default=None
         )
@@ -195,7 +153,7 @@ class PlaybookRuntime:
                 return RunOutcome(self.session.run_id, "waiting", 3, wait.question["prompt"])
             except _Halt as halt:
                 raise halt.error from None
-            except _LimitReached as limit:
+            except FrameFailed as limit:
                 await self.session.set_status(
                     "failed", {"error": limit.message, "frame": limit.frame}
                 )
@@ -286,12 +244,15 @@ class PlaybookRuntime:
             on_live=self.go_live,
             exclude=exclude,
             extras=self._agent_changes,
+            task_names=frame.task_names,
         )
         recorder.set_previous_namespace(frame.ns)
         self._maybe_live(frame, replaying=bool(frame.journal))
         token = self._current.set(recorder)
         try:
-            return await self._turns(spec, frame, namespace, recorder, args)
+            if self.progress is not None:
+                self.progress.frame_entered(spec.name, frame_id)
+            await self.turns.run(spec, frame, namespace, recorder, args)
         except PlaybookReturn as done:
             pickled = session.snapshotter.dumps_value(done.value, namespace)
             await manager.write("return", frame_id, {"v": pickled.data})
@@ -317,123 +278,6 @@ class PlaybookRuntime:
         return self.session.snapshotter.loads_value(
             data, load_blob=self.session.manager.load_blob_sync, ns={}
         )
-
-    async def _turns(
-        self,
-        spec: PlaybookSpec,
-        frame: FrameState,
-        namespace: dict[str, Any],
-        recorder: FrameRecorder,
-        args: Mapping[str, Any],
-    ) -> Any:
-        manager = self.session.manager
-        observer = _TurnObserver(self, recorder, frame.frame_id)
-        executor = StreamingPythonExecutor(namespace, hook=recorder, observer=observer)
-        limit = self.config.runtime.max_llm_calls
-        resuming = frame.current_turn() is not None
-        while True:
-            turn = frame.current_turn()
-            data: FrameData = namespace["__frame__"]
-            if not resuming:
-                if len(frame.turns) >= limit:
-                    raise _LimitReached(
-                        f"playbook {spec.name} (frame {frame.frame_id}) made {limit} LLM calls "
-                        "without Return() or End(), so the run failed; fix the playbook or "
-                        "raise [runtime] max_llm_calls",
-                        frame.frame_id,
-                    )
-                if turn is None:
-                    messages = first_prompt(self.program, spec, dict(args))
-                else:
-                    messages = next_prompt(from_wire(turn.prompt), turn.text, data.observations)
-                index = len(frame.turns)
-                await manager.write(
-                    "turn", frame.frame_id, {"t": index, "prompt": to_wire(messages)}
-                )
-                turn = frame.current_turn()
-            resuming = False
-            assert turn is not None
-            if data.turn != turn.index:
-                data.observations = []
-                data.turn = turn.index
-            recorder.turn = observer.turn = turn.index
-            text = turn.text
-            executor.start_response(
-                filename=f"<{spec.name} response {turn.index + 1}>",
-                offset=frame.offset,
-                line=line_at(text, frame.offset),
-                index=frame.next_index,
-            )
-            failure = self._turn_failure(frame, turn.index)
-            if failure is None:
-                if frame.offset < len(text):
-                    await executor.add_chunk(text[frame.offset :])
-                if not turn.complete and not executor.failed:
-                    await self._stream(spec, frame, turn.index, executor, observer)
-                result = await executor.finalize()
-                await observer.flush()
-                if result.error is not None:
-                    failure = {
-                        "message": result.error.message,
-                        "traceback": getattr(result.error, "traceback", ""),
-                    }
-            if failure is not None:
-                data.observations.append(f"Error: {failure['message']}\n{failure['traceback']}")
-
-    @staticmethod
-    def _turn_failure(frame: FrameState, turn: int) -> dict[str, Any] | None:
-        """The error that already stopped this turn's response, if one did."""
-        for error in frame.errors:
-            if error.get("t") == turn:
-                return error
-        return None
-
-    async def _stream(
-        self,
-        spec: PlaybookSpec,
-        frame: FrameState,
-        index: int,
-        executor: StreamingPythonExecutor,
-        observer: _TurnObserver,
-    ) -> None:
-        turn = frame.turns[index]
-        request = LLMRequest(
-            tuple(from_wire(turn.prompt)), spec.name, index + 1, frame.frame_id, prefix=turn.text
-        )
-        started = time.monotonic()
-
-        async def end_turn() -> None:
-            usage = self.provider.last_usage
-            end = {
-                "t": index,
-                "usage": None if usage is None else [usage.prompt_tokens, usage.completion_tokens],
-                "ms": round((time.monotonic() - started) * 1000, 1),
-            }
-            # The last text and "complete" in one batch: no crash can land between them.
-            await self.session.manager.write_together(
-                [*observer.take_pending(), ("turn_end", frame.frame_id, end)]
-            )
-
-        # One chunk of look-ahead: the last chunk is known to be the last before the
-        # statements it completes run, so the log says "complete" first and a response
-        # received whole is never asked to go on after a crash.
-        async with contextlib.aclosing(self.provider.stream(request)) as stream:
-            chunk = await anext(stream, None)
-            while chunk is not None:
-                following = await anext(stream, None)
-                observer.pending.append(chunk)
-                observer.pending_chars += len(chunk)
-                if following is None:
-                    await end_turn()
-                    await executor.add_chunk(chunk)
-                    return
-                if observer.pending_chars >= CHUNK_BATCH:
-                    await observer.flush()
-                await executor.add_chunk(chunk)
-                if executor.failed:
-                    break  # the rest of this response will not run: stop paying for it
-                chunk = following
-        await end_turn()
 
 
 def _no_blob(digest: str) -> bytes:

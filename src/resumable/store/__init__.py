@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 
 from resumable.errors import ConfigError
+from resumable.extras import import_extra
 from resumable.store.base import (
     STATUSES,
     CheckpointStore,
@@ -43,6 +44,8 @@ _BACKENDS = {
     "postgres": ("resumable.store.postgres", "PostgresStore"),
     "redis": ("resumable.store.redis", "RedisStore"),
 }
+_DRIVERS = {"postgres": ("asyncpg", "postgres"), "redis": ("redis", "redis")}
+"""The driver each server store needs, and the extra that installs it."""
 KINDS: tuple[str, ...] = ("file", *_BACKENDS)
 
 
@@ -75,6 +78,9 @@ def open_store(kind: str, *, path: str = "", url: str = "", sync: str = "fsync")
             key=f"durability.{setting}",
         )
     module_name, class_name = _BACKENDS[kind]
+    if kind in _DRIVERS:
+        driver, extra = _DRIVERS[kind]
+        import_extra(driver, extra, f"[durability] store = {kind!r}", key="durability.store")
     try:
         backend = getattr(importlib.import_module(module_name), class_name)
     except ImportError as exc:

@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Literal, Protocol, Self, runtime_checkable
 
-RunStatus = Literal["pending", "running", "waiting", "completed", "failed"]
+RunStatus = Literal["pending", "running", "waiting", "completed", "failed", "cancelled"]
 """Stored status. ``crashed`` is never stored: it is ``running`` with no live owner."""
 
-STATUSES: tuple[str, ...] = ("pending", "running", "waiting", "completed", "failed")
+STATUSES: tuple[str, ...] = ("pending", "running", "waiting", "completed", "failed", "cancelled")
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,10 +40,29 @@ class ReadResult:
 
     ``problem`` is a one-line description of a torn or corrupted tail (e.g. a write
     cut short by a crash); the records before it are returned intact.
+    ``high_water`` is the seq of the last record the store acknowledged, kept apart
+    from the records themselves (None: the store has no such mark for this run), so a
+    log that lost its tail or part of its middle is noticed: :meth:`missing`.
     """
 
     records: list[StoredRecord]
     problem: str | None = None
+    high_water: int | None = None
+
+    def missing(self, after_seq: int = 0) -> tuple[int, int] | None:
+        """The first range of seqs (first, last) absent from a read from ``after_seq``.
+
+        Seqs of a run are consecutive, so a jump is a hole; records short of the
+        high-water mark are a lost tail.
+        """
+        expected = after_seq + 1
+        for record in self.records:
+            if record.seq != expected:
+                return (expected, record.seq - 1)
+            expected += 1
+        if self.high_water is not None and self.high_water >= expected:
+            return (expected, self.high_water)
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,9 +122,13 @@ class RunSummary:
     last_seq: int
     last_write: float | None
     live: bool
+    damaged: str | None = None
+    """Why the run's metadata cannot be read (its log may be intact: ``resumable repair``)."""
 
     @property
     def status(self) -> str:
+        if self.damaged is not None:
+            return "damaged"
         if self.meta.status == "running" and not self.live:
             return "crashed"
         return self.meta.status

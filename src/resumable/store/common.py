@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 from collections.abc import Iterable
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit, urlunsplit
 
 from resumable.errors import (
     ConfigError,
@@ -21,9 +22,28 @@ from resumable.errors import (
     StoreError,
     UsageError,
 )
-from resumable.store.base import STATUSES, Lease, RunMeta
+from resumable.store.base import STATUSES, Lease, RunMeta, RunSummary
 
 SYNC_MODES = ("fsync", "flush")
+
+RUN_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,199}")
+"""The one run-id rule of every store and command: a name that is also a safe file name."""
+
+
+def check_run_id(name: str, what: str = "run id") -> None:
+    """Refuse an id outside :data:`RUN_ID` before anything is created or looked up."""
+    if not name:
+        raise UsageError(
+            f"invalid {what} '': it is empty; name a run (`resumable runs` lists them)",
+            value=name,
+        )
+    if not RUN_ID.fullmatch(name):
+        shown = repr(name) if len(name) <= 60 else repr(name[:57]) + "..."
+        raise UsageError(
+            f"invalid {what} {shown}: use letters, digits, '-', '_' and '.' (not first), "
+            "at most 200 characters",
+            value=name[:200],
+        )
 
 
 # -- checks ---------------------------------------------------------------------------
@@ -68,25 +88,71 @@ def meta_json(meta: RunMeta) -> str:
     )
 
 
-def meta_from_row(row: Iterable[Any]) -> RunMeta:
-    """A run row whose first columns are run_id, meta, status, created_at, updated_at, epoch, owner."""
+def meta_from_row(row: Iterable[Any], url: str = "the store") -> RunMeta:
+    """A run row whose first columns are run_id, meta, status, created_at, updated_at, epoch, owner.
+
+    Metadata that does not parse is :func:`damaged_meta`, never a traceback.
+    """
     run_id, meta, status, created_at, updated_at, epoch, owner, *_ = row
-    data = json.loads(meta)
-    return RunMeta(
+    try:
+        data = json.loads(meta)
+        return RunMeta(
+            run_id=run_id,
+            program=str(data["program"]),
+            kind=str(data["kind"]),
+            status=status,
+            created_at=created_at,
+            updated_at=updated_at,
+            epoch=epoch,
+            owner=owner,
+            parent=data["parent"],
+            extra=dict(data["extra"]),
+        )
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise damaged_meta(run_id, url, exc) from None
+
+
+def damaged_meta(run_id: str, url: str, exc: Exception) -> StoreError:
+    reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return StoreError(
+        f"run {run_id}: its metadata in {url} is damaged ({reason[:80]}); "
+        f"`resumable repair {run_id}` rebuilds it from the log",
         run_id=run_id,
-        program=data["program"],
-        kind=data["kind"],
-        status=status,
-        created_at=created_at,
-        updated_at=updated_at,
-        epoch=epoch,
-        owner=owner,
-        parent=data["parent"],
-        extra=data["extra"],
     )
 
 
+def damaged_summary(run_id: str, problem: str) -> RunSummary:
+    """How ``list_runs`` shows a run whose metadata cannot be read: listed, never dropped."""
+    return RunSummary(RunMeta(run_id, "?"), 0, None, False, problem)
+
+
 # -- URLs -------------------------------------------------------------------------------
+def split_url(url: str, store: str) -> SplitResult:
+    """The parts of a store URL; a malformed one (bracket, port) is one ``ConfigError`` line."""
+    shown = re.sub(r"//([^:/@]*):[^@/]*@", r"//\1:***@", url)
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # raises on a port that is not a number in 0-65535
+    except ValueError as exc:
+        raise ConfigError(
+            f"[durability] url {shown!r} is not a valid {store} URL ({exc}); "
+            f"write it as {_EXAMPLES.get(store, 'scheme://host:port/...')}",
+            key="durability.url",
+        ) from None
+    if port == 0:
+        raise ConfigError(
+            f"[durability] url {shown!r}: port 0 is not a port; use 1-65535",
+            key="durability.url",
+        )
+    return parts
+
+
+_EXAMPLES = {
+    "PostgreSQL": "postgresql://user@host:5432/database?schema=resumable",
+    "Redis": "redis://host:6379/0?prefix=resumable",
+}
+
+
 def take_option(url: str, name: str, options: dict[str, Any]) -> str:
     """Move the query parameter ``name`` (ours, not the driver's) into ``options``."""
     parts = urlsplit(url)

@@ -4,6 +4,7 @@ Layout under ``root`` (folders 0700, files 0600)::
 
     key                                  random MAC key, created on first use
     runs/<run_id>/meta.json              replaced atomically (temp, fsync, rename, fsync dir)
+    runs/<run_id>/head                   the last acknowledged seq (:mod:`resumable.store.heads`)
     runs/<run_id>/log/<first_seq>.seg    append-only segments; a new one per snapshot and owner
     runs/<run_id>/snapshots/<seq>.snap
     runs/<run_id>/blobs/<digest>         written once (temp + rename)
@@ -54,6 +55,8 @@ from resumable.store.base import (
     StoredRecord,
     check_seqs,
 )
+from resumable.store.common import RUN_ID, check_run_id
+from resumable.store.heads import open_head, read_head, store_head, write_head
 from resumable.store.segments import (
     HEADER_BYTES,
     drop_covered,
@@ -72,7 +75,7 @@ from resumable.store.segments import (
 
 __all__ = ["HEADER_BYTES", "FileStore", "encode_frames", "scan_frames"]
 
-_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,199}")
+_DIGEST = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,199}")
 _LOCK_TRIES = 10
 _T = TypeVar("_T")
 
@@ -129,10 +132,12 @@ class FileStore:
         return await self._io(self._read_meta, self._run_dir(run_id))
 
     async def put_meta(self, meta: RunMeta) -> None:
+        """Replace the metadata; a damaged ``meta.json`` is replaced too (``repair``)."""
+
         def update(current: RunMeta) -> RunMeta:
             return replace(meta, epoch=max(meta.epoch, current.epoch))
 
-        await self._io(self._update_meta, self._run_dir(meta.run_id), update)
+        await self._io(self._update_meta, self._run_dir(meta.run_id), update, True)
 
     async def list_runs(self) -> list[RunSummary]:
         return await self._io(self._list_runs)
@@ -177,6 +182,10 @@ class FileStore:
                     fsync_file(owned.fd, directory)
                 except OSError as exc:
                     raise self._error(exc, owned.segment) from exc
+        try:
+            write_head(owned.head_fd, owned.last_seq)  # only once the records are durable
+        except OSError as exc:
+            raise self._error(exc, owned.log_dir.parent / "head") from exc
 
     async def read(self, run_id: str, after_seq: int = 0) -> ReadResult:
         return await self._io(self._read, self._run_dir(run_id), after_seq)
@@ -283,19 +292,15 @@ class FileStore:
         self._ready = True
 
     def _check_name(self, name: str, what: str = "run id") -> None:
-        if not _NAME.fullmatch(name):
-            raise UsageError(
-                f"invalid {what} {name!r}: use letters, digits, '-', '_' and '.' "
-                "(not first), at most 200 characters",
-                value=name,
-            )
+        if what == "run id" or not _DIGEST.fullmatch(name):
+            check_run_id(name, what)
 
     def _run_dir(self, run_id: str) -> Path:
         self._check_name(run_id)
         return self._runs / run_id
 
     def _require(self, run_dir: Path) -> None:
-        if not (run_dir / "meta.json").is_file():
+        if not run_dir.is_dir():  # a run whose meta.json is damaged still exists
             raise self._not_found(run_dir.name)
 
     def _not_found(self, run_id: str) -> RunNotFoundError:
@@ -313,6 +318,7 @@ class FileStore:
 
     def _drop(self, owned: _Owned) -> None:
         owned.close_segment()
+        os.close(owned.head_fd)
         os.close(owned.lock_fd)  # closing the only fd on the lock releases the flock
 
     # -- blocking work, run in a thread ----------------------------------------------
@@ -363,21 +369,51 @@ class FileStore:
         try:
             raw = (run_dir / "meta.json").read_bytes()
         except (FileNotFoundError, NotADirectoryError):
+            if run_dir.is_dir():  # created whole by a rename: meta.json was lost since
+                raise StoreError(
+                    f"run {run_dir.name}: its metadata ({run_dir / 'meta.json'}) is missing; "
+                    f"`resumable repair {run_dir.name}` rebuilds it from the log",
+                    run_id=run_dir.name,
+                ) from None
             raise self._not_found(run_dir.name) from None
         try:
-            return RunMeta.from_json(json.loads(raw))
-        except (ValueError, KeyError, TypeError) as exc:
+            meta = RunMeta.from_json(json.loads(raw))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise StoreError(
-                f"{run_dir / 'meta.json'} is not valid run metadata ({exc})", run_id=run_dir.name
+                f"run {run_dir.name}: its metadata ({run_dir / 'meta.json'}) is damaged "
+                f"({_reason(exc)}); `resumable repair {run_dir.name}` rebuilds it from the log",
+                run_id=run_dir.name,
             ) from None
+        if meta.run_id != run_dir.name:
+            raise StoreError(
+                f"run {run_dir.name}: its metadata names another run ({meta.run_id!r}); "
+                f"`resumable repair {run_dir.name}` rebuilds it from the log",
+                run_id=run_dir.name,
+            )
+        return meta
 
-    def _update_meta(self, run_dir: Path, update: Callable[[RunMeta], RunMeta]) -> RunMeta:
-        """Read, change and replace meta.json under ``meta.lock`` (epochs never go back)."""
-        self._read_meta(run_dir)  # RunNotFoundError before creating the lock file
+    def _update_meta(
+        self, run_dir: Path, update: Callable[[RunMeta], RunMeta], replace_damaged: bool = False
+    ) -> RunMeta:
+        """Read, change and replace meta.json under ``meta.lock`` (epochs never go back).
+
+        With ``replace_damaged``, metadata that cannot be read is replaced as if its
+        epoch were the highest one the log holds (``repair``); a run without a folder
+        is still not found.
+        """
+        if not replace_damaged or not run_dir.is_dir():
+            self._read_meta(run_dir)  # RunNotFoundError before creating the lock file
         fd = os.open(run_dir / "meta.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            meta = update(self._read_meta(run_dir))
+            try:
+                current = self._read_meta(run_dir)
+            except (StoreError, RunNotFoundError):
+                if not replace_damaged:
+                    raise
+                epochs = [r.epoch for r in read_log(run_dir).records]
+                current = RunMeta(run_dir.name, "", epoch=max(epochs, default=0))
+            meta = update(current)
             write_atomic(run_dir / "meta.json", _meta_bytes(meta), True)
             return meta
         finally:
@@ -408,10 +444,11 @@ class FileStore:
                     time.sleep(0.005)
             meta = self._update_meta(run_dir, lambda m: replace(m, epoch=m.epoch + 1, owner=owner))
             last_seq = repair(run_dir, fsync=True)
+            head_fd = open_head(run_dir / "head")
         except BaseException:
             os.close(fd)
             raise
-        return _Owned(fd, meta.epoch, last_seq, run_dir / "log")
+        return _Owned(fd, head_fd, meta.epoch, last_seq, run_dir / "log")
 
     def _append_unowned(self, run_id: str, records: Sequence[StoredRecord], lease: Lease) -> None:
         """A write under a lease this store object did not acquire: checked, then a new segment."""
@@ -431,13 +468,15 @@ class FileStore:
                 fsync_file(fd, path.parent)
         finally:
             os.close(fd)
+        store_head(run_dir / "head", records[-1].seq)
 
     def _read(self, run_dir: Path, after_seq: int) -> ReadResult:
         for _ in range(_LOCK_TRIES):  # a segment vanishing under us means prune ran: start over
             try:
-                return read_log(run_dir, after_seq)
+                high_water = read_head(run_dir / "head")  # first: appends move it after the log
+                return replace(read_log(run_dir, after_seq), high_water=high_water)
             except FileNotFoundError:
-                if not (run_dir / "meta.json").exists():
+                if not run_dir.is_dir():
                     raise self._not_found(run_dir.name) from None
         raise StoreError(f"run {run_dir.name}: the log kept changing while being read")
 
@@ -497,16 +536,21 @@ class FileStore:
         self._ensure_root()
         found: list[RunSummary] = []
         for entry in os.scandir(self._runs):
-            if entry.name.startswith(".") or not _NAME.fullmatch(entry.name):
+            if entry.name.startswith(".") or not RUN_ID.fullmatch(entry.name):
                 continue
             run_dir = Path(entry.path)
+            damaged = None
             try:
                 meta = self._read_meta(run_dir)
-            except (RunNotFoundError, StoreError):
-                continue
+            except (RunNotFoundError, StoreError) as exc:
+                if not entry.is_dir(follow_symlinks=False):
+                    continue
+                # Never drop a run from the list: its log may be whole (`resumable repair`).
+                damaged = str(exc)
+                meta = RunMeta(entry.name, "?", created_at=_created(run_dir))
             last_write = last_write_time(run_dir)
             live = entry.name in self._owned or _is_locked(run_dir / "lock")
-            found.append(RunSummary(meta, newest_seq(run_dir), last_write, live))
+            found.append(RunSummary(meta, newest_seq(run_dir), last_write, live, damaged))
         found.sort(key=lambda s: (s.meta.created_at, s.meta.run_id), reverse=True)
         return found
 
@@ -527,6 +571,7 @@ class _Owned:
     """A run this store object owns: its lock, epoch, and the segment being appended to."""
 
     lock_fd: int
+    head_fd: int
     epoch: int
     last_seq: int
     log_dir: Path
@@ -582,6 +627,18 @@ def _is_locked(path: Path) -> bool:
     finally:
         os.close(fd)
     return False
+
+
+def _reason(exc: Exception) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _created(run_dir: Path) -> float:
+    try:
+        return run_dir.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 def _meta_bytes(meta: RunMeta) -> bytes:

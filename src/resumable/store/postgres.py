@@ -5,8 +5,10 @@ share-locks the run's row where ``runs.epoch`` is the lease's epoch, checks that
 first new seq follows the run's last one (read backwards off the records' primary
 key) and inserts the records of exactly those runs, so the check and the write
 commit together (a concurrent ``acquire`` holds or waits for the row: the append
-waits for it and re-checks the new epoch). No row is updated, and the records have
-no foreign key to check: the fence proves the run exists. Appends from many runs of
+waits for it and re-checks the new epoch). The runs row is not updated, and the
+records have no foreign key to check: the fence proves the run exists. The same
+statement sets the run's high-water mark in the narrow ``heads`` table, so a log that
+later misses its tail or part of its middle is noticed on resume. Appends from many runs of
 one process are committed together: a single writer task (:mod:`.group_commit`)
 takes every append waiting when it wakes and sends them as one statement (each item
 checked on its own, a stale one refused alone), then releases every waiter. Nothing
@@ -29,7 +31,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from types import TracebackType
 from typing import Any, Self
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import unquote, urlunsplit
 
 import asyncpg
 
@@ -53,12 +55,15 @@ from resumable.store.common import (
     busy,
     check_fence,
     check_keep,
+    check_run_id,
     check_status,
     check_sync,
+    damaged_summary,
     lease_lost,
     meta_from_row,
     meta_json,
     not_found,
+    split_url,
     take_option,
 )
 from resumable.store.group_commit import GroupCommit, PendingAppend
@@ -83,13 +88,16 @@ _RUNS = """{s}.runs AS r LEFT JOIN LATERAL (
 
 # An append's fence: the run's row at the lease's epoch, share-locked so that an
 # acquire in progress is waited for and its new epoch seen; then its first seq must
-# follow the run's last one. No row is updated.
+# follow the last one of the log (not the high-water mark: after a loss the user
+# accepted, the run goes on from what is left). Only the run's head is updated.
 _APPEND_ONE = """
 WITH fenced AS (
     SELECT run_id, seq_floor FROM {s}.runs WHERE run_id = $1 AND epoch = $2 FOR SHARE
 ), accepted AS (
     SELECT run_id FROM fenced
     WHERE greatest(seq_floor, (SELECT max(seq) FROM {s}.records WHERE run_id = $1)) < $3
+), head AS (
+    UPDATE {s}.heads AS h SET last_seq = $7 FROM accepted AS a WHERE h.run_id = a.run_id
 )
 INSERT INTO {s}.records (run_id, seq, epoch, data)
 SELECT a.run_id, n.seq, n.epoch, n.data
@@ -99,8 +107,8 @@ RETURNING 1
 
 _APPEND_MANY = """
 WITH items AS (
-    SELECT * FROM unnest($1::int[], $2::text[], $3::bigint[], $4::bigint[])
-        AS i(item, run_id, epoch, first_seq)
+    SELECT * FROM unnest($1::int[], $2::text[], $3::bigint[], $4::bigint[], $10::bigint[])
+        AS i(item, run_id, epoch, first_seq, last_seq)
 ), fenced AS (
     SELECT i.item, r.run_id, r.seq_floor, i.first_seq
     FROM {s}.runs AS r JOIN items AS i ON i.run_id = r.run_id AND i.epoch = r.epoch
@@ -116,6 +124,10 @@ WITH items AS (
     FROM unnest($5::int[], $6::text[], $7::bigint[], $8::bigint[], $9::bytea[])
         AS n(item, run_id, seq, epoch, data)
     JOIN accepted AS a ON a.item = n.item
+), head AS (
+    UPDATE {s}.heads AS h SET last_seq = i.last_seq
+    FROM accepted AS a JOIN items AS i ON i.item = a.item
+    WHERE h.run_id = i.run_id
 )
 SELECT item FROM accepted
 """
@@ -159,7 +171,7 @@ class PostgresStore:
         self.schema = schema
         self.pool_size = max(pool_size, 2)
         self.connect_timeout = connect_timeout
-        parts = urlsplit(dsn)
+        parts = split_url(dsn, "PostgreSQL")
         self.host = parts.hostname or "localhost"
         self.port = parts.port or 5432
         self.user = unquote(parts.username or "") or "(default user)"
@@ -187,6 +199,7 @@ class PostgresStore:
     @classmethod
     def from_url(cls, url: str, *, sync: str = "fsync", **options: Any) -> Self:
         """``postgresql://user:pw@host:port/db?schema=name``; ``schema`` is ours, not the driver's."""
+        split_url(url, "PostgreSQL")
         return cls(take_option(url, "schema", options), sync=sync, **options)
 
     # -- lifecycle ------------------------------------------------------------
@@ -255,6 +268,11 @@ class PostgresStore:
                 host=self.host,
                 port=self.port,
             ) from err
+        except ValueError as err:  # the driver's own reading of the URL
+            raise ConfigError(
+                f"[durability] url {self.url!r} is not a valid PostgreSQL URL ({err})",
+                key="durability.url",
+            ) from err
         except (asyncpg.PostgresError, asyncpg.InterfaceError) as err:
             raise StoreUnavailableError(
                 f"PostgreSQL at {where} refused the connection: {err}",
@@ -303,8 +321,9 @@ class PostgresStore:
 
     # -- runs -----------------------------------------------------------------
     async def create_run(self, meta: RunMeta) -> None:
+        check_run_id(meta.run_id)
         check_status(meta)
-        async with self._conn("creating a run") as conn:
+        async with self._conn("creating a run") as conn, conn.transaction():
             status = await conn.execute(
                 f"INSERT INTO {self._s}.runs (run_id, meta, status, created_at, updated_at) "
                 "VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
@@ -314,21 +333,27 @@ class PostgresStore:
                 meta.created_at,
                 meta.updated_at,
             )
-        if status.endswith(" 0"):
-            raise already_exists(meta.run_id, self.url)
+            if status.endswith(" 0"):
+                raise already_exists(meta.run_id, self.url)
+            await conn.execute(
+                f"INSERT INTO {self._s}.heads (run_id, last_seq) VALUES ($1, 0) "
+                "ON CONFLICT (run_id) DO UPDATE SET last_seq = 0",
+                meta.run_id,
+            )
 
     async def enqueue(self, meta: RunMeta) -> None:
         """Create the run as ``pending``, for a worker to ``claim``."""
         await self.create_run(replace(meta, status="pending"))
 
     async def get_meta(self, run_id: str) -> RunMeta:
+        check_run_id(run_id)
         async with self._conn("reading a run") as conn:
             row = await conn.fetchrow(
                 f"SELECT {_RUN_COLUMNS} FROM {self._sql['runs']} WHERE r.run_id = $1", run_id
             )
         if row is None:
             raise not_found(run_id, self.url)
-        return meta_from_row(row)
+        return meta_from_row(row, self.url)
 
     async def put_meta(self, meta: RunMeta) -> None:
         check_status(meta)
@@ -351,9 +376,15 @@ class PostgresStore:
                 f"SELECT {_RUN_COLUMNS} FROM {self._sql['runs']} "
                 "ORDER BY r.created_at DESC, r.run_id DESC"
             )
-        return [
-            RunSummary(meta_from_row(r), r["last_seq"], r["last_write"], r["live"]) for r in rows
-        ]
+        summaries = []
+        for r in rows:
+            try:
+                meta = meta_from_row(r, self.url)
+            except StoreError as err:
+                summaries.append(damaged_summary(r["run_id"], err.message))
+                continue
+            summaries.append(RunSummary(meta, r["last_seq"], r["last_write"], r["live"]))
+        return summaries
 
     async def delete_run(self, run_id: str) -> None:
         async with self._conn("deleting a run") as conn, conn.transaction():
@@ -362,6 +393,7 @@ class PostgresStore:
             if status.endswith(" 0"):
                 raise not_found(run_id, self.url)
             await conn.execute(f"DELETE FROM {self._s}.records WHERE run_id = $1", run_id)
+            await conn.execute(f"DELETE FROM {self._s}.heads WHERE run_id = $1", run_id)
 
     # -- the log --------------------------------------------------------------
     async def append(self, run_id: str, records: Sequence[StoredRecord], lease: Lease) -> None:
@@ -390,6 +422,7 @@ class PostgresStore:
                     only.lease.epoch,
                     only.records[0].seq,
                     *columns,
+                    only.records[-1].seq,
                 )
                 accepted = {0} if written else set()
             else:
@@ -451,6 +484,11 @@ class PostgresStore:
 
     async def read(self, run_id: str, after_seq: int = 0) -> ReadResult:
         async with self._conn("reading the log") as conn:
+            # The head first: an append commits it with its records, so the records
+            # read next include at least those it counts.
+            high_water = await conn.fetchval(
+                f"SELECT last_seq FROM {self._s}.heads WHERE run_id = $1", run_id
+            )
             rows = await conn.fetch(
                 f"SELECT seq, epoch, data FROM {self._s}.records "
                 "WHERE run_id = $1 AND seq > $2 ORDER BY seq",
@@ -459,7 +497,8 @@ class PostgresStore:
             )
             if not rows and not await self._exists(conn, run_id):
                 raise not_found(run_id, self.url)
-        return ReadResult([StoredRecord(r[0], r[1], bytes(r[2])) for r in rows])
+        records = [StoredRecord(r[0], r[1], bytes(r[2])) for r in rows]
+        return ReadResult(records, high_water=high_water)
 
     # -- blobs ----------------------------------------------------------------
     async def put_blob(self, run_id: str, digest: str, data: bytes) -> None:
@@ -563,6 +602,7 @@ class PostgresStore:
 
     # -- ownership ------------------------------------------------------------
     async def acquire(self, run_id: str, owner: str, ttl: float = 30.0) -> Lease:
+        check_run_id(run_id)
         async with self._conn("acquiring a run") as conn:
             row = await conn.fetchrow(
                 f"UPDATE {self._s}.runs SET epoch = epoch + 1, owner = $2, "
@@ -628,12 +668,14 @@ class PostgresStore:
 
 def _columns(group: list[PendingAppend]) -> list[Sequence[Any]]:
     """The arrays of the group statement: one row per append, then one per record."""
-    items = zip(
-        *[(n, i.run_id, i.lease.epoch, i.records[0].seq) for n, i in enumerate(group)],
-        strict=True,
+    items = list(
+        zip(
+            *[(n, i.run_id, i.lease.epoch, i.records[0].seq) for n, i in enumerate(group)],
+            strict=True,
+        )
     )
     rows = zip(
         *[(n, i.run_id, r.seq, r.epoch, r.data) for n, i in enumerate(group) for r in i.records],
         strict=True,
     )
-    return [*items, *rows]
+    return [*items, *rows, [i.records[-1].seq for i in group]]

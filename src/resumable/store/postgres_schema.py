@@ -13,7 +13,7 @@ import asyncpg
 
 from resumable.errors import SchemaVersionError, StoreUnavailableError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # Migrations by the version they lead to; {s} is the quoted schema.
 MIGRATIONS = {
@@ -65,6 +65,18 @@ MIGRATIONS = {
     2: """
     ALTER TABLE {s}.records DROP CONSTRAINT IF EXISTS records_run_id_fkey;
     ALTER TABLE {s}.runs RENAME COLUMN last_seq TO seq_floor;
+    """,
+    # Version 3 brings back a high-water mark, narrow and apart from the runs row (which
+    # an append only share-locks): the seq of the last record acknowledged, set in the
+    # append's own statement, so records deleted from the tail or the middle of a log
+    # are noticed on resume instead of completed effects running again.
+    3: """
+    CREATE TABLE {s}.heads (run_id text PRIMARY KEY, last_seq bigint NOT NULL)
+        WITH (fillfactor = 50);
+    INSERT INTO {s}.heads (run_id, last_seq)
+    SELECT r.run_id, greatest(r.seq_floor, coalesce(max(x.seq), 0))
+    FROM {s}.runs AS r LEFT JOIN {s}.records AS x ON x.run_id = r.run_id
+    GROUP BY r.run_id, r.seq_floor;
     """,
 }
 

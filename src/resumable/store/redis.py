@@ -33,7 +33,7 @@ import struct
 from collections.abc import Sequence
 from types import TracebackType
 from typing import Any, Self
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlunsplit
 
 import redis.asyncio as aioredis
 from redis.exceptions import AuthenticationError, RedisError, ResponseError
@@ -57,10 +57,14 @@ from resumable.store.common import (
     busy,
     check_fence,
     check_keep,
+    check_run_id,
     check_status,
     check_sync,
+    damaged_meta,
+    damaged_summary,
     lease_lost,
     not_found,
+    split_url,
     take_option,
 )
 
@@ -98,8 +102,12 @@ if tonumber(epoch) ~= tonumber(ARGV[1]) then return {2, epoch} end
 _APPEND = (
     _FENCE
     + """
-local last = redis.call('HGET', KEYS[1], 'last_seq')
-if tonumber(ARGV[2]) <= tonumber(last) then return {3, last} end
+local last = 0
+local top = redis.call('ZREVRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+if #top > 0 then last = tonumber(top[2]) end
+local snap = redis.call('ZREVRANGE', KEYS[3], 0, 0, 'WITHSCORES')
+if #snap > 0 and tonumber(snap[2]) > last then last = tonumber(snap[2]) end
+if tonumber(ARGV[2]) <= last then return {3, last} end
 for i = 4, #ARGV, 2 do redis.call('ZADD', KEYS[2], ARGV[i], ARGV[i + 1]) end
 local t = redis.call('TIME')
 redis.call('HSET', KEYS[1], 'last_seq', ARGV[3], 'last_write', t[1] .. '.' .. string.format('%06d', tonumber(t[2])))
@@ -181,7 +189,7 @@ class RedisStore:
         self.sync = sync
         self.prefix = prefix
         self.timeout = timeout
-        parts = urlsplit(url)
+        parts = split_url(url, "Redis")
         self.host = parts.hostname or "localhost"
         self.port = parts.port or 6379
         self.user = parts.username or "default"
@@ -197,6 +205,7 @@ class RedisStore:
     @classmethod
     def from_url(cls, url: str, *, sync: str = "fsync", **options: Any) -> Self:
         """``redis://[user:pw@]host:port/db?prefix=name``; ``prefix`` is ours, not the driver's."""
+        split_url(url, "Redis")
         return cls(take_option(url, "prefix", options), sync=sync, **options)
 
     # -- lifecycle ------------------------------------------------------------
@@ -320,6 +329,7 @@ class RedisStore:
 
     # -- runs -----------------------------------------------------------------
     async def create_run(self, meta: RunMeta) -> None:
+        check_run_id(meta.run_id)
         check_status(meta)
         keys = [self._key(meta.run_id), f"{self.prefix}:runs"]
         result = await self._run(
@@ -329,10 +339,11 @@ class RedisStore:
             raise already_exists(meta.run_id, self.url)
 
     async def get_meta(self, run_id: str) -> RunMeta:
+        check_run_id(run_id)
         fields = await self._call("hgetall", self._key(run_id))
         if not fields:
             raise not_found(run_id, self.url)
-        return _meta_from_hash(run_id, fields)
+        return _meta_from_hash(run_id, fields, self.url)
 
     async def put_meta(self, meta: RunMeta) -> None:
         check_status(meta)
@@ -362,12 +373,20 @@ class RedisStore:
         summaries = []
         for run_id, fields in zip(ids, hashes, strict=True):
             if not fields:
-                continue  # deleted between the two reads
+                if await self._call("exists", self._key(run_id, ":log")):
+                    problem = f"run {run_id}: its metadata key {self._key(run_id)} is missing"
+                    summaries.append(damaged_summary(run_id, problem))
+                continue  # else: deleted between the two reads
             last_write = fields.get(b"last_write")
             live = b"owner" in fields and int(fields.get(b"expires", 0)) > now_ms
+            try:
+                meta = _meta_from_hash(run_id, fields, self.url)
+            except StoreError as err:
+                summaries.append(damaged_summary(run_id, err.message))
+                continue
             summaries.append(
                 RunSummary(
-                    _meta_from_hash(run_id, fields),
+                    meta,
                     last_seq=int(fields.get(b"last_seq", 0)),
                     last_write=float(last_write) if last_write else None,
                     live=live,
@@ -391,7 +410,7 @@ class RedisStore:
         args: list[Any] = [self._epoch_for(run_id, lease), records[0].seq, records[-1].seq]
         for record in records:
             args += [record.seq, _SEQ_EPOCH.pack(record.seq, record.epoch) + record.data]
-        keys = [self._key(run_id), self._key(run_id, ":log")]
+        keys = [self._key(run_id), self._key(run_id, ":log"), self._key(run_id, ":snaps")]
         result = await self._run("append", keys, args, durable=True)
         self._raise_for(run_id, lease, result)
         if result[0] == 3:
@@ -401,8 +420,9 @@ class RedisStore:
         pipe = self._require().pipeline(transaction=True)
         pipe.exists(self._key(run_id))
         pipe.zrangebyscore(self._key(run_id, ":log"), f"({after_seq}", "+inf")
+        pipe.hget(self._key(run_id), "last_seq")
         try:
-            exists, members = await pipe.execute()
+            exists, members, high_water = await pipe.execute()
         except (RedisError, OSError) as err:
             raise StoreUnavailableError(
                 f"lost Redis at {self.where} while reading run {run_id} ({err})",
@@ -415,7 +435,7 @@ class RedisStore:
         for member in members:
             seq, epoch = _SEQ_EPOCH.unpack_from(member)
             records.append(StoredRecord(seq, epoch, bytes(member[_SEQ_EPOCH.size :])))
-        return ReadResult(records)
+        return ReadResult(records, high_water=None if high_water is None else int(high_water))
 
     # -- blobs ----------------------------------------------------------------
     async def put_blob(self, run_id: str, digest: str, data: bytes) -> None:
@@ -459,6 +479,7 @@ class RedisStore:
 
     # -- ownership ------------------------------------------------------------
     async def acquire(self, run_id: str, owner: str, ttl: float = 30.0) -> Lease:
+        check_run_id(run_id)
         result = await self._run("acquire", [self._key(run_id)], [owner, _ms(ttl)], durable=True)
         if result[0] == 1:
             raise not_found(run_id, self.url)
@@ -501,10 +522,15 @@ def _meta_json(meta: RunMeta) -> str:
     return json.dumps(data)
 
 
-def _meta_from_hash(run_id: str, fields: dict[bytes, bytes]) -> RunMeta:
-    data = json.loads(fields[b"meta"])
-    owner = fields.get(b"owner")
-    data.update(
-        run_id=run_id, epoch=int(fields.get(b"epoch", 0)), owner=owner.decode() if owner else None
-    )
-    return RunMeta.from_json(data)
+def _meta_from_hash(run_id: str, fields: dict[bytes, bytes], url: str) -> RunMeta:
+    try:
+        data = json.loads(fields[b"meta"])
+        owner = fields.get(b"owner")
+        data.update(
+            run_id=run_id,
+            epoch=int(fields.get(b"epoch", 0)),
+            owner=owner.decode() if owner else None,
+        )
+        return RunMeta.from_json(data)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise damaged_meta(run_id, url, exc) from None

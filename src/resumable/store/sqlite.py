@@ -9,6 +9,12 @@ a commit survives the process being killed but the last commits may roll back on
 power loss - never a corrupt file). Appends waiting at the same moment share one
 transaction, so many runs pay for one fsync (group commit, :mod:`.group_commit`).
 
+Loss. The ``-wal`` file is part of the store: a commit lives only there until a
+checkpoint copies it into the main file, so a lost or damaged WAL silently takes the
+last commits with it. Each run's last acknowledged seq is therefore also kept outside
+the database, in ``<file>-heads/<run_id>`` (:mod:`.heads`), and a read reports it as
+the high-water mark; the runs table's own ``last_seq`` covers rows deleted by hand.
+
 Ownership is a lease row (epoch, owner, expiry) checked inside the write
 transaction, plus an in-process check: a run this store holds counts as owned even
 once its expiry passed, because this process is plainly alive. Several processes
@@ -53,8 +59,10 @@ from resumable.store.common import (
     busy,
     check_fence,
     check_keep,
+    check_run_id,
     check_status,
     check_sync,
+    damaged_summary,
     holder_is_dead,
     lease_lost,
     meta_from_row,
@@ -62,6 +70,7 @@ from resumable.store.common import (
     not_found,
 )
 from resumable.store.group_commit import GroupCommit, PendingAppend
+from resumable.store.heads import read_head, store_head
 
 SCHEMA_VERSION = 1
 SYNC_PRAGMAS = {"fsync": "FULL", "flush": "NORMAL"}
@@ -118,6 +127,13 @@ class SQLiteStore:
         check_sync(sync, "SQLite")
         self.path = Path(path).expanduser().absolute()
         self.url = f"sqlite://{self.path}"
+        if not self.path.name:
+            raise ConfigError(
+                f"SQLite store {str(path)!r} names a folder, not a file; give a file such as "
+                "runs.db",
+                key="durability.url",
+            )
+        self.heads = self.path.with_name(self.path.name + "-heads")
         self.sync = sync
         self.busy_timeout = busy_timeout
         self._conn: sqlite3.Connection | None = None
@@ -170,6 +186,7 @@ class SQLiteStore:
     def _open(self) -> None:
         try:
             self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            self.heads.mkdir(mode=0o700, exist_ok=True)
             # The file holds the MAC key: create it private before SQLite opens it.
             os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))
             conn = sqlite3.connect(
@@ -265,6 +282,7 @@ class SQLiteStore:
 
     # -- runs -----------------------------------------------------------------
     async def create_run(self, meta: RunMeta) -> None:
+        check_run_id(meta.run_id)
         await self._call(self._create_run, meta)
 
     def _create_run(self, meta: RunMeta) -> None:
@@ -280,8 +298,9 @@ class SQLiteStore:
                 raise already_exists(meta.run_id, self.url) from None
 
     async def get_meta(self, run_id: str) -> RunMeta:
+        check_run_id(run_id)
         row = await self._call(self._run_row, run_id)
-        return meta_from_row(row)
+        return meta_from_row(row, self.url)
 
     def _run_row(self, run_id: str) -> tuple[Any, ...]:
         row: tuple[Any, ...] | None = (
@@ -290,7 +309,7 @@ class SQLiteStore:
             .fetchone()
         )
         if row is None:
-            raise not_found(run_id, self.url)
+            raise self._not_found(run_id)
         return row
 
     async def put_meta(self, meta: RunMeta) -> None:
@@ -304,20 +323,35 @@ class SQLiteStore:
                 (meta_json(meta), meta.status, meta.created_at, meta.updated_at, meta.run_id),
             )
             if cursor.rowcount == 0:
-                raise not_found(meta.run_id, self.url)
+                raise self._not_found(meta.run_id)
 
     async def list_runs(self) -> list[RunSummary]:
         rows = await self._call(self._list_rows)
         now = time.time()
         summaries = []
         for row in rows:
-            meta = meta_from_row(row)
+            try:
+                meta = meta_from_row(row, self.url)
+            except StoreError as err:
+                summaries.append(damaged_summary(row[0], err.message))
+                continue
             live = meta.owner is not None and (
                 self._held.get(meta.run_id) == meta.epoch
                 or (row[7] is not None and row[7] > now and not holder_is_dead(meta.owner))
             )
             summaries.append(RunSummary(meta, last_seq=row[8], last_write=row[9], live=live))
+        known = {s.meta.run_id for s in summaries}
+        for lost in sorted(await asyncio.to_thread(self._orphan_heads, known)):
+            summaries.append(damaged_summary(lost, self._vanished(lost).message))
         return summaries
+
+    def _orphan_heads(self, known: set[str]) -> list[str]:
+        """Runs that acknowledged records but have no row: the database lost them."""
+        try:
+            names = os.listdir(self.heads)
+        except FileNotFoundError:
+            return []
+        return [n for n in names if n not in known and not n.startswith(".")]
 
     def _list_rows(self) -> list[tuple[Any, ...]]:
         return (
@@ -333,7 +367,11 @@ class SQLiteStore:
     def _delete_run(self, run_id: str) -> None:
         with self._transaction() as db:
             if db.execute("DELETE FROM runs WHERE run_id=?", (run_id,)).rowcount == 0:
-                raise not_found(run_id, self.url)
+                if (self.heads / run_id).exists():  # a run the database lost: forget it
+                    (self.heads / run_id).unlink()
+                    return
+                raise self._not_found(run_id)
+        (self.heads / run_id).unlink(missing_ok=True)
 
     # -- the log --------------------------------------------------------------
     async def append(self, run_id: str, records: Sequence[StoredRecord], lease: Lease) -> None:
@@ -359,16 +397,24 @@ class SQLiteStore:
                 else:
                     outcomes.append(None)
                 db.execute("RELEASE item")
+        for n, item in enumerate(batch):
+            if outcomes[n] is None and item.records:  # committed: now it may be missed
+                try:
+                    store_head(self.heads / item.run_id, item.records[-1].seq)
+                except OSError as err:
+                    outcomes[n] = StoreError(
+                        f"the SQLite store {self.path}: cannot write {self.heads}: {err}"
+                    )
         return outcomes
 
     def _append_one(self, db: sqlite3.Connection, item: PendingAppend) -> None:
-        row = db.execute(
-            "SELECT epoch, last_seq FROM runs WHERE run_id=?", (item.run_id,)
-        ).fetchone()
+        row = db.execute("SELECT epoch FROM runs WHERE run_id=?", (item.run_id,)).fetchone()
         if row is None:
-            raise not_found(item.run_id, self.url)
+            raise self._not_found(item.run_id)
         check_fence(item.run_id, item.lease, row[0], self.url)
-        check_seqs(item.records, row[1])
+        # The log's own last seq (a pruned log's is its newest snapshot's), not the
+        # high-water mark: after a loss accepted by the user the run goes on from there.
+        check_seqs(item.records, self._last_seq(db, item.run_id))
         if not item.records:
             return
         db.executemany(
@@ -384,18 +430,46 @@ class SQLiteStore:
         return await self._call(self._read, run_id, after_seq)
 
     def _read(self, run_id: str, after_seq: int) -> ReadResult:
+        head = read_head(self.heads / run_id) or 0  # first: it is written after the commit
         db = self._connection()
         db.execute("BEGIN")
         try:
-            if db.execute("SELECT 1 FROM runs WHERE run_id=?", (run_id,)).fetchone() is None:
-                raise not_found(run_id, self.url)
+            row = db.execute("SELECT last_seq FROM runs WHERE run_id=?", (run_id,)).fetchone()
+            if row is None:
+                raise self._not_found(run_id)
             rows = db.execute(
                 "SELECT seq, epoch, data FROM records WHERE run_id=? AND seq>? ORDER BY seq",
                 (run_id, after_seq),
             ).fetchall()
         finally:
             db.execute("COMMIT")
-        return ReadResult([StoredRecord(seq, epoch, bytes(data)) for seq, epoch, data in rows])
+        high_water = max(row[0], head)
+        records = [StoredRecord(seq, epoch, bytes(data)) for seq, epoch, data in rows]
+        return ReadResult(records, high_water=high_water)
+
+    @staticmethod
+    def _last_seq(db: sqlite3.Connection, run_id: str) -> int:
+        row = db.execute(
+            "SELECT max(coalesce((SELECT max(seq) FROM records WHERE run_id=?1), 0), "
+            "coalesce((SELECT max(seq) FROM snapshots WHERE run_id=?1), 0))",
+            (run_id,),
+        ).fetchone()
+        return int(row[0])
+
+    def _not_found(self, run_id: str) -> ResumableError:
+        """No such run - or one that acknowledged records the database no longer has."""
+        if read_head(self.heads / run_id):
+            return self._vanished(run_id)
+        return not_found(run_id, self.url)
+
+    def _vanished(self, run_id: str) -> StoreError:
+        seq = read_head(self.heads / run_id) or 0
+        return StoreError(
+            f"run {run_id}: its records 1-{seq} are missing from the SQLite store {self.path} "
+            f"(was its -wal file lost or damaged?); restore the file together with "
+            f"{self.path.name}-wal from a backup",
+            run_id=run_id,
+        )
 
     # -- blobs ----------------------------------------------------------------
     async def put_blob(self, run_id: str, digest: str, data: bytes) -> None:
@@ -409,7 +483,7 @@ class SQLiteStore:
                     (run_id, digest, data),
                 )
             except sqlite3.IntegrityError:
-                raise not_found(run_id, self.url) from None
+                raise self._not_found(run_id) from None
 
     async def get_blob(self, run_id: str, digest: str) -> bytes:
         row = await self._call(self._blob_row, run_id, digest)
@@ -436,7 +510,7 @@ class SQLiteStore:
         with self._transaction() as db:
             row = db.execute("SELECT epoch FROM runs WHERE run_id=?", (run_id,)).fetchone()
             if row is None:
-                raise not_found(run_id, self.url)
+                raise self._not_found(run_id)
             check_fence(run_id, lease, row[0], self.url)
             db.execute(
                 "INSERT OR REPLACE INTO snapshots (run_id, seq, data) VALUES (?, ?, ?)",
@@ -468,7 +542,7 @@ class SQLiteStore:
     def _prune(self, run_id: str, keep: int) -> int:
         with self._transaction() as db:
             if db.execute("SELECT 1 FROM runs WHERE run_id=?", (run_id,)).fetchone() is None:
-                raise not_found(run_id, self.url)
+                raise self._not_found(run_id)
             row = db.execute(
                 "SELECT seq FROM snapshots WHERE run_id=? ORDER BY seq DESC LIMIT 1 OFFSET ?",
                 (run_id, keep),
@@ -482,6 +556,7 @@ class SQLiteStore:
 
     # -- ownership ------------------------------------------------------------
     async def acquire(self, run_id: str, owner: str, ttl: float = 30.0) -> Lease:
+        check_run_id(run_id)
         lease = await self._call(self._acquire, run_id, owner, ttl)
         self._held[run_id] = lease.epoch
         return lease
@@ -493,7 +568,7 @@ class SQLiteStore:
                 "SELECT epoch, owner, lease_expires_at FROM runs WHERE run_id=?", (run_id,)
             ).fetchone()
             if row is None:
-                raise not_found(run_id, self.url)
+                raise self._not_found(run_id)
             epoch, holder, expires = row
             mine = self._held.get(run_id) == epoch
             if holder is not None and (mine or (expires > now and not holder_is_dead(holder))):

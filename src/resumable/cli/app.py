@@ -1,0 +1,184 @@
+"""The ``resumable`` command: parses arguments and calls library functions.
+
+stdout carries only what the program prints (or ``--json``); everything the runtime
+says goes to stderr. Exit codes: 0 done, 1 program error (or gave up, or cancelled),
+2 usage/config error, 3 waiting for human input.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import secrets
+import sys
+import warnings
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Annotated, Any, NoReturn, TextIO, TypeVar
+
+import typer
+from rich.console import Console
+
+from resumable.config import Config, load_config
+from resumable.durability import hashseed
+from resumable.durability.checkpoints import StopRequested
+from resumable.durability.records import RecordCodec
+from resumable.durability.session import RunOutcome, codec_for, store_for
+from resumable.errors import ResumableError
+from resumable.store.base import CheckpointStore
+
+T = TypeVar("T")
+
+app = typer.Typer(
+    name="resumable",
+    help="Durable execution for LLM-written Python: a checkpoint at every await.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+ConfigOption = Annotated[
+    Path | None, typer.Option("--config", help="playbooks.toml to use (default: ./playbooks.toml)")
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+
+
+_standalone = False
+"""Set by :func:`main`: this process is the command's own and may start itself again."""
+
+
+def main() -> None:
+    """Console-script entry point."""
+    global _standalone
+    _standalone = True
+    _route_warnings()
+    app()
+
+
+def standalone() -> bool:
+    return _standalone
+
+
+def restart_with_hash_seed(seed: int) -> None:
+    """Run this very command again, in this process, with ``PYTHONHASHSEED=seed``.
+
+    Only a process started as ``resumable`` does; invoked in-process (tests, embedding) this
+    returns and the session warns that set order may differ.
+    """
+    if not _standalone:
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    argv = [sys.executable, "-m", "resumable", *sys.argv[1:]]  # also from a forked interpreter
+    os.execve(sys.executable, argv, {**os.environ, hashseed.ENV: str(seed)})
+
+
+def pin_hash_seed() -> None:
+    """A new run needs a hash seed it can be resumed with: pick one if none is set."""
+    if hashseed.seed_from_env(os.environ) is None:
+        restart_with_hash_seed(secrets.randbelow(1 << 32))
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            print(f"resumable {version('resumable')}")
+        except PackageNotFoundError:  # a source tree that was never installed
+            print("resumable (version unknown: not installed; `pip install .` records it)")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _options(
+    show_version: Annotated[
+        bool,
+        typer.Option(
+            "--version", help="Print the version and exit.", callback=_version, is_eager=True
+        ),
+    ] = False,
+) -> None:
+    """Durable execution for LLM-written Python: a checkpoint at every await.
+
+    Example: resumable exec script.py, then after a crash: resumable resume --latest
+    """
+
+
+def _route_warnings() -> None:
+    real_stderr = sys.stderr
+
+    def show(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        file: TextIO | None = None,
+        line: str | None = None,
+    ) -> None:
+        print(f"resumable: warning: {message}", file=real_stderr, flush=True)
+
+    warnings.showwarning = show
+
+
+def _fail(error: ResumableError) -> NoReturn:
+    err.print(f"resumable: error: {error.message}", markup=False)
+    raise typer.Exit(error.exit_code)
+
+
+def _run(coro_fn: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    try:
+        return asyncio.run(coro_fn())
+    except ResumableError as error:
+        _fail(error)
+    except StopRequested as stop:  # only a cancel stops a run this process drives
+        why = f": {stop.cancelled}" if stop.cancelled else ""
+        err.print(f"resumable: run {stop.run_id} cancelled{why}", markup=False)
+        raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        err.print("resumable: interrupted; resume with `resumable resume --latest`")
+        raise typer.Exit(130) from None
+
+
+def _config(path: Path | None) -> Config:
+    try:
+        return load_config(path, env=os.environ)
+    except ResumableError as error:
+        _fail(error)
+
+
+@asynccontextmanager
+async def _records(config: Config) -> AsyncIterator[tuple[CheckpointStore, RecordCodec]]:
+    """The configured store, open, with the codec that reads and seals its records."""
+    async with store_for(config.durability, config) as store:
+        yield store, await codec_for(store, config.durability, os.environ)
+
+
+def _finish(outcome: RunOutcome, *, json_out: bool = False) -> NoReturn:
+    if outcome.exit_code == 1 and outcome.message:
+        sys.stderr.write(
+            outcome.message if outcome.message.endswith("\n") else outcome.message + "\n"
+        )
+    if outcome.run_id:
+        note = {
+            "completed": "completed",
+            "failed": "failed",
+            "waiting": "is waiting for input; answer with `resumable answer "
+            f"{outcome.run_id} TEXT`, then `resumable resume {outcome.run_id}`",
+        }.get(outcome.status, outcome.status)
+        err.print(f"resumable: run {outcome.run_id} {note}", markup=False)
+    if json_out:
+        print(
+            json.dumps(
+                {
+                    "run_id": outcome.run_id or None,
+                    "status": outcome.status,
+                    "exit_code": outcome.exit_code,
+                    "message": outcome.message,
+                }
+            ),
+            flush=True,
+        )
+    raise typer.Exit(outcome.exit_code)

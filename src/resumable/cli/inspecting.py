@@ -1,0 +1,273 @@
+"""Look at and tidy runs: ``runs``, ``show``, ``fork``, ``gc``."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from resumable.cli.app import (
+    ConfigOption,
+    JsonOption,
+    _config,
+    _fail,
+    _records,
+    _run,
+    app,
+    err,
+)
+from resumable.cli.story import story
+from resumable.durability.session import store_for
+from resumable.errors import RunNotFoundError, UsageError
+from resumable.store.base import CheckpointStore
+
+
+async def _newest(store: CheckpointStore) -> str:
+    runs = await store.list_runs()
+    if not runs:
+        raise RunNotFoundError("there are no runs in this store yet; see `resumable runs`")
+    return max(runs, key=lambda s: (s.meta.created_at, s.meta.run_id)).meta.run_id
+
+
+@app.command("runs")
+def runs_command(
+    status: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--status",
+            help="Only runs in this status: running, crashed, waiting, pending, completed, "
+            "failed, cancelled (repeatable).",
+        ),
+    ] = None,
+    program: Annotated[
+        str | None, typer.Option("--program", help="Only runs whose program path contains this.")
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option("--since", help="Only runs created since: a duration (10m, 2h) or ISO time."),
+    ] = None,
+    limit: Annotated[
+        int | None, typer.Option("--limit", min=1, help="At most this many runs.")
+    ] = None,
+    sort: Annotated[
+        str,
+        typer.Option("--sort", help="created, updated (newest first), records, status or program."),
+    ] = "created",
+    json_out: JsonOption = False,
+    config_path: ConfigOption = None,
+) -> None:
+    """List runs: id, program, status, records, last checkpoint.
+
+    Example: resumable runs --status crashed --status waiting --since 1d --limit 20
+    """
+    from resumable.durability.history import parse_since
+    from resumable.durability.runs import list_runs
+
+    config = _config(config_path)
+    try:
+        since_time = parse_since(since) if since else None
+    except UsageError as error:
+        _fail(error)
+
+    async def go() -> list[Any]:
+        async with store_for(config.durability, config) as store:
+            return await list_runs(
+                store,
+                statuses=status or (),
+                program=program,
+                since=since_time,
+                limit=limit,
+                sort=sort,
+            )
+
+    rows = _run(go)
+    if json_out:
+        print(json.dumps([r.to_json() for r in rows], indent=2))
+        return
+    from rich.table import Table
+
+    table = Table(box=None)
+    for column in ("RUN", "PROGRAM", "STATUS", "RECORDS", "LAST CHECKPOINT"):
+        table.add_column(column)
+    for row in rows:
+        when = (
+            time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(row.last_checkpoint))
+            if row.last_checkpoint
+            else "-"
+        )
+        table.add_row(row.run_id, row.program, row.status, str(row.records), when)
+        if row.problem:
+            err.print(f"resumable: warning: {row.problem}", markup=False)
+    # piped: full ids and paths on one line each, not cut to 80 columns
+    Console(highlight=False, width=None if sys.stdout.isatty() else 1000).print(table)
+
+
+@app.command("show")
+def show_command(
+    run_id: Annotated[
+        str | None, typer.Argument(metavar="[RUN_ID]", help="The run to show.")
+    ] = None,
+    latest: Annotated[bool, typer.Option("--latest", help="Show the newest run.")] = False,
+    at: Annotated[int | None, typer.Option("--at", help="Show the run as of record N.")] = None,
+    json_out: JsonOption = False,
+    config_path: ConfigOption = None,
+) -> None:
+    """Show a run: what it waits for or died of, its call stack, variables and code.
+
+    Example: resumable show --latest --json
+    """
+    from resumable.durability.runs import RunView, show_run
+
+    config = _config(config_path)
+    if (run_id is None) == (not latest):
+        _fail(UsageError("give a RUN_ID or --latest (not both); list runs with `resumable runs`"))
+
+    async def go() -> RunView:
+        async with _records(config) as (store, codec):
+            target = run_id or await _newest(store)
+            return await show_run(store, codec, target, at=at)
+
+    view = _run(go)
+    for problem in view.problems:
+        err.print(f"resumable: warning: {problem}", markup=False)
+    if json_out:
+        print(json.dumps(view.to_json(), indent=2, default=str))
+        return
+    out = Console(highlight=False, soft_wrap=True)
+    out.print(
+        f"[bold]run[/] {view.run_id}  [bold]program[/] {view.program}  "
+        f"[bold]status[/] {view.status}  [bold]record[/] {view.seq}"
+    )
+    for line in story(view):
+        out.print(line, markup=False)
+    out.print("[bold]call stack[/] (innermost last)")
+    for depth, frame in enumerate(view.frames):
+        label = frame.playbook or "script"
+        step = f" at step {frame.step}" if frame.step else ""
+        out.print(
+            f"  {'  ' * depth}{frame.frame_id}: {label}{step}, response {frame.turn + 1}, "
+            f"statement {frame.statement}",
+            markup=False,
+        )
+    for frame in view.frames:
+        out.print(f"\n[bold]frame {frame.frame_id}[/]")
+        if frame.variables or frame.lost:
+            out.print("  variables:")
+            for name, value in frame.variables.items():
+                out.print(f"    {name} = {value}", markup=False)
+            for name, reason in frame.lost.items():
+                out.print(f"    {name} = <lost: {reason}>", markup=False)
+        if frame.in_flight:
+            out.print(
+                f"  completed awaits of the statement in progress: {', '.join(frame.in_flight)}",
+                markup=False,
+            )
+        out.print("  executed:", markup=False)
+        for line in frame.executed.splitlines():
+            out.print(f"    {line}", markup=False)
+        out.print(f"  ──▶ stopped here (line {frame.marker_line})", markup=False)
+        out.print("  remaining:", markup=False)
+        for line in frame.remaining.splitlines():
+            out.print(f"    {line}", markup=False)
+        for call in frame.llm_calls:
+            state = "complete" if call["complete"] else "not complete"
+            usage = call["usage"]
+            tokens = f", {usage[0]}+{usage[1]} tokens" if usage else ""
+            took = f", {call['ms']} ms" if call["ms"] is not None else ""
+            retried = f", {call['retries']} retries" if call.get("retries") else ""
+            out.print(
+                f"  llm call {call['turn'] + 1}: {call['chars']} chars, {state}{tokens}{took}"
+                f"{retried}",
+                markup=False,
+            )
+
+
+@app.command("fork")
+def fork_command(
+    run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="The run to copy.")],
+    at: Annotated[int, typer.Option("--at", help="Copy records 1..N.")],
+    assignments: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            metavar="NAME=PYTHON_LITERAL",
+            help="Bind a variable of the frame to a Python literal (repeatable).",
+        ),
+    ] = None,
+    edit_code: Annotated[
+        Path | None,
+        typer.Option("--edit-code", help="Run this code instead of what the frame had left."),
+    ] = None,
+    frame: Annotated[
+        str | None,
+        typer.Option("--frame", help="The frame to edit (default: the innermost running one)."),
+    ] = None,
+    config_path: ConfigOption = None,
+) -> None:
+    """Start a new run from record N of an existing one, optionally with edits; prints its id.
+
+    With --set or --edit-code, record N must end a statement (see `resumable steps`).
+    The parent run is not changed; `show` of the fork names it.
+
+    Example: resumable fork RUN_ID --at 12 --set limit=10 --edit-code rest.py
+    """
+    from resumable.durability.fork import ForkEdits, fork_run, parse_assignment, read_code
+
+    config = _config(config_path)
+    try:
+        values = dict(parse_assignment(text) for text in assignments or ())
+        code = read_code(edit_code) if edit_code is not None else None
+    except UsageError as error:
+        _fail(error)
+    edits = ForkEdits(values, code, str(edit_code) if edit_code is not None else None, frame=frame)
+
+    async def go() -> str:
+        async with _records(config) as (store, codec):
+            return await fork_run(store, codec, run_id, at=at, edits=edits)
+
+    fork_id = _run(go)
+    print(fork_id)
+    err.print(
+        f"resumable: forked {run_id} at record {at}; continue with `resumable resume {fork_id}`",
+        markup=False,
+    )
+
+
+@app.command("gc")
+def gc_command(
+    older_than_days: Annotated[
+        float, typer.Option("--older-than-days", help="Delete finished runs older than this.")
+    ] = 7.0,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what would be deleted.")] = False,
+    json_out: JsonOption = False,
+    config_path: ConfigOption = None,
+) -> None:
+    """Delete finished runs (completed, failed, cancelled) and prune old snapshots of the others.
+
+    Example: resumable gc --older-than-days 30 --dry-run
+    """
+    from resumable.durability.runs import GarbageReport, collect_garbage
+
+    config = _config(config_path)
+
+    async def go() -> GarbageReport:
+        async with store_for(config.durability, config) as store:
+            return await collect_garbage(
+                store, older_than_days=older_than_days, keep=config.durability.keep, dry_run=dry_run
+            )
+
+    report = _run(go)
+    if json_out:
+        print(json.dumps(report.to_json()))
+        return
+    verb = "would delete" if dry_run else "deleted"
+    err.print(
+        f"resumable: {verb} {len(report.deleted_runs)} finished runs, pruned "
+        f"{report.pruned_records} records",
+        markup=False,
+    )

@@ -1,0 +1,271 @@
+"""Start, continue and answer runs: ``run``, ``exec``, ``resume``, ``answer``."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from resumable.cli.app import (
+    ConfigOption,
+    JsonOption,
+    _config,
+    _fail,
+    _finish,
+    _records,
+    _run,
+    app,
+    err,
+    pin_hash_seed,
+    restart_with_hash_seed,
+    standalone,
+)
+from resumable.cli.examples import resolve_program
+from resumable.cli.progress import EventsOption, QuietOption, StatusDisplay
+from resumable.config import Config
+from resumable.durability import hashseed
+from resumable.durability.session import RunOutcome, codec_for, store_for
+from resumable.errors import UsageError
+
+
+@app.command("run")
+def run_command(
+    program: Annotated[Path, typer.Argument(help="A .pb playbook program, or an example's name.")],
+    run_id: Annotated[str | None, typer.Option("--run-id", help="Id for the new run.")] = None,
+    no_input: Annotated[
+        bool, typer.Option("--no-input", help="Never ask on the terminal: wait (exit 3) instead.")
+    ] = False,
+    quiet: QuietOption = False,
+    events: EventsOption = None,
+    json_out: JsonOption = False,
+    config_path: ConfigOption = None,
+) -> None:
+    """Run a playbook program durably; the first line on stderr is `run: RUN_ID`.
+
+    Example: resumable run examples/scenario/main.pb --no-input --json
+    """
+    from resumable.playbooks.runner import run_program
+
+    pin_hash_seed()
+    program = resolve_program(program)
+    _check_suffix(program, ".pb", "exec", "a Python script")
+    config = _config(config_path)
+    status = _status(config, quiet, events)
+
+    def started(run: str) -> None:
+        _announce(run)
+        status.started(run)
+
+    async def go() -> RunOutcome:
+        return await run_program(
+            program,
+            config,
+            env=os.environ,
+            run_id=run_id,
+            no_input=no_input,
+            on_start=started,
+            watch=status.progress,
+        )
+
+    _finish(_watched(status, go), json_out=json_out)
+
+
+def _check_suffix(path: Path, wanted: str, other: str, what: str) -> None:
+    """`run` takes .pb programs and `exec` .py scripts: point at the other command."""
+    if path.suffix != wanted and path.suffix in (".py", ".pb"):
+        _fail(
+            UsageError(f"{path} is {what}: run it with `resumable {other} {path}`", path=str(path))
+        )
+
+
+@app.command("exec")
+def exec_command(
+    script: Annotated[
+        Path, typer.Argument(help="An async Python script to run durably, or an example's name.")
+    ],
+    run_id: Annotated[str | None, typer.Option("--run-id", help="Id for the new run.")] = None,
+    quiet: QuietOption = False,
+    events: EventsOption = None,
+    json_out: JsonOption = False,
+    config_path: ConfigOption = None,
+) -> None:
+    """Run a Python script durably, statement by statement; stderr starts with `run: RUN_ID`.
+
+    Example: resumable exec examples/ledger.py --run-id ledger-1
+    """
+    from resumable.script import exec_script
+
+    pin_hash_seed()
+    script = resolve_program(script)
+    _check_suffix(script, ".py", "run", "a playbook program")
+    config = _config(config_path)
+    status = _status(config, quiet, events)
+
+    def started(run: str) -> None:
+        _announce(run)
+        status.started(run)
+
+    async def go() -> RunOutcome:
+        return await exec_script(
+            script,
+            config,
+            env=os.environ,
+            run_id=run_id,
+            progress=_counted(status),
+            on_start=started,
+        )
+
+    _finish(_watched(status, go), json_out=json_out)
+
+
+@app.command("resume")
+def resume_command(
+    run_id: Annotated[str | None, typer.Argument(help="The run to continue.")] = None,
+    latest: Annotated[
+        bool, typer.Option("--latest", help="Resume the newest crashed or waiting run.")
+    ] = False,
+    no_input: Annotated[
+        bool, typer.Option("--no-input", help="Never ask on the terminal.")
+    ] = False,
+    accept_loss: Annotated[
+        bool,
+        typer.Option(
+            "--accept-loss",
+            help="Continue although records at the end of the log are missing from the store "
+            "(their completed effects may run again).",
+        ),
+    ] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force", help="Try once more a run that gave up after [durability] max_attempts."
+        ),
+    ] = False,
+    quiet: QuietOption = False,
+    events: EventsOption = None,
+    config_path: ConfigOption = None,
+) -> None:
+    """Continue a crashed or waiting run from its last checkpoint.
+
+    Example: resumable resume --latest
+    """
+    from resumable.durability import control
+    from resumable.durability.recovery import RecoveryCoordinator
+    from resumable.durability.runs import latest_resumable
+    from resumable.store.common import check_run_id
+
+    if (run_id is None) == (not latest):
+        _fail(UsageError("give a RUN_ID or --latest (not both); list runs with `resumable runs`"))
+    if run_id is not None:
+        try:
+            check_run_id(run_id)  # an empty id (an unset variable) is an error, never --latest
+        except UsageError as error:
+            _fail(error)
+    config = _config(config_path)
+    status = _status(config, quiet, events)
+
+    async def go() -> RunOutcome | int:
+        store = store_for(config.durability, config)
+        async with store:
+            target = await latest_resumable(store) if run_id is None else run_id
+            codec = await codec_for(store, config.durability, os.environ)
+            coordinator = RecoveryCoordinator(store, codec)
+            loaded_meta = await store.get_meta(target)
+            control.refuse_cancelled(loaded_meta)
+            gave_up = control.gave_up(loaded_meta)
+            if gave_up and force:
+                err.print(
+                    f"resumable: run {target} {gave_up}; --force: trying once more "
+                    f"(attempt {control.attempts(loaded_meta) + 1})",
+                    markup=False,
+                )
+            elif gave_up:
+                raise UsageError(
+                    f"run {target} {gave_up}; `resumable resume {target} --force` tries once more",
+                    run_id=target,
+                )
+            elif loaded_meta.status in ("completed", "failed"):
+                raise UsageError(
+                    f"run {target} already {loaded_meta.status}; nothing to resume "
+                    f"(fork it with `resumable fork {target} --at N` to run part of it again)",
+                    run_id=target,
+                )
+            seed = hashseed.seed_to_apply(loaded_meta.extra)
+            if seed is not None and standalone():
+                return seed  # set order depends on it: start again with the run's seed
+            err.print(f"resumable: resuming run {target}", markup=False)
+            status.started(target)
+            return await coordinator.resume(
+                target,
+                config,
+                env=os.environ,
+                no_input=no_input,
+                accept_loss=accept_loss,
+                force=force,
+                watch=status.progress,
+                progress=_counted(status),
+            )
+
+    with status.installed():
+        outcome = _run(go)
+    if isinstance(outcome, int):  # the run's hash seed: start again with it
+        restart_with_hash_seed(outcome)
+        raise AssertionError("unreachable: the command started again")  # pragma: no cover
+    status.finish(outcome.status)
+    _finish(outcome)
+
+
+def _status(config: Config, quiet: bool, events: str | None) -> StatusDisplay:
+    try:
+        return StatusDisplay.choose(config, quiet=quiet, events=events)
+    except UsageError as error:
+        _fail(error)
+
+
+def _announce(run_id: str) -> None:
+    err.print(f"run: {run_id}", markup=False)
+
+
+def _counted(status: StatusDisplay) -> Callable[[int, int], None]:
+    """The script driver's report (statements, checkpoints), passed to the status display."""
+    return lambda statements, checkpoints: status.progress.statement_done(
+        checkpoints, statements=statements
+    )
+
+
+def _watched(
+    status: StatusDisplay, go: Callable[[], Coroutine[Any, Any, RunOutcome]]
+) -> RunOutcome:
+    """Run ``go`` with the status display up; its summary line once the run stops."""
+    with status.installed():
+        outcome = _run(go)
+    status.finish(outcome.status)
+    return outcome
+
+
+@app.command("answer")
+def answer_command(
+    run_id: Annotated[str, typer.Argument(help="A run that is waiting for input.")],
+    text: Annotated[str, typer.Argument(help="The answer.")],
+    config_path: ConfigOption = None,
+) -> None:
+    """Answer the question a waiting run asked; then `resumable resume RUN_ID`.
+
+    Example: resumable answer 20260501-120000-ab12cd "yes"
+    """
+    from resumable.durability.runs import answer_run
+    from resumable.playbooks.primitives import answer_problem
+
+    config = _config(config_path)
+
+    async def go() -> str:
+        async with _records(config) as (store, codec):
+            return await answer_run(store, codec, run_id, text, check=answer_problem)
+
+    question = _run(go)
+    err.print(
+        f"resumable: answered {question!r}; continue with `resumable resume {run_id}`", markup=False
+    )

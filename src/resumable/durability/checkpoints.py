@@ -1,0 +1,326 @@
+"""CheckpointManager: every record of a run goes through here on its way to the store.
+
+It numbers records, seals them (MAC, optional compression and encryption), appends
+them under the run's lease, folds them into the live :class:`RunState` and, every
+``snapshot_every`` records, writes that state as a snapshot and prunes what the
+``keep`` newest snapshots make unnecessary. Before a record is made durable the
+program's stdout/stderr are flushed, so what a record says was printed was printed.
+
+Policy: with ``every = 1`` (the default) an await is not finished until its record
+is durable. With ``every = N`` await records are buffered and made durable N at a
+time (or after ``interval_seconds``, or before any other record): the awaits of an
+unflushed batch run again after a crash. ``RESUMABLE_CRASH_AFTER=N`` kills the
+process with SIGKILL right after its N-th record is durable (tests and demos).
+
+Graceful stop: once ``stop_requested`` is set, the next await record is made durable
+at once and :class:`StopRequested` is raised right after it, so the run unwinds with
+nothing of it lost and a resume goes on from that await.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import os
+import signal
+import sys
+import time
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+
+from resumable.durability.records import Record, RecordCodec
+from resumable.durability.state import RunState
+from resumable.errors import ConfigError
+from resumable.exec.output import output_mark, release_program_output
+from resumable.store.base import CheckpointStore, Lease, StoredRecord
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointPolicy:
+    """The ``[durability]`` settings that shape how records are written."""
+
+    every: int = 1
+    interval_seconds: float = 0.0
+    snapshot_every: int = 500
+    keep: int = 3
+    before_checkpoint: str = ""
+    after_checkpoint: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointInfo:
+    """What a ``before_checkpoint``/``after_checkpoint`` hook is told."""
+
+    run_id: str
+    seq: int
+    kind: str
+    frame: str
+    records: int
+
+
+class StopRequested(BaseException):
+    """Raised right after an await record is durable once the run was asked to stop.
+
+    A ``BaseException`` so that ``except Exception:`` in generated code lets it through.
+    """
+
+    def __init__(self, run_id: str, seq: int, cancelled: str | None = None) -> None:
+        super().__init__(f"run {run_id} stopped after record {seq}")
+        self.run_id = run_id
+        self.seq = seq
+        self.cancelled = cancelled
+        """The reason, when the stop is a cancel (``resumable cancel``)."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (StopRequested, (self.run_id, self.seq, self.cancelled))
+
+
+def load_hook(spec: str, key: str) -> Callable[[CheckpointInfo], Any] | None:
+    """Resolve ``package.module:function``; a bad spec is a ConfigError naming the key."""
+    if not spec:
+        return None
+    module_name, _, attr = spec.partition(":")
+    try:
+        hook = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise ConfigError(
+            f'[durability] {key} = "{spec}" cannot be loaded ({exc}); '
+            'use "package.module:function"',
+            key=f"durability.{key}",
+        ) from exc
+    if not callable(hook):
+        raise ConfigError(f'[durability] {key} = "{spec}" is not callable', key=f"durability.{key}")
+    return hook  # type: ignore[no-any-return]
+
+
+def crash_after_from_env(env: Mapping[str, str]) -> int | None:
+    raw = env.get("RESUMABLE_CRASH_AFTER", "").strip()
+    if not raw:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(
+            f"RESUMABLE_CRASH_AFTER must be a whole number of records, got {raw!r}",
+            key="RESUMABLE_CRASH_AFTER",
+        ) from None
+    return value if value > 0 else None
+
+
+class CheckpointManager:
+    """Writes a run's records durably, in order, under its lease."""
+
+    def __init__(
+        self,
+        store: CheckpointStore,
+        codec: RecordCodec,
+        lease: Lease,
+        state: RunState,
+        *,
+        policy: CheckpointPolicy | None = None,
+        crash_after: int | None = None,
+        replay_until: int = 0,
+    ) -> None:
+        self.store = store
+        self.codec = codec
+        self.lease = lease
+        self.state = state
+        self.run_id = lease.run_id
+        self.policy = policy or CheckpointPolicy()
+        self.crash_after = crash_after
+        self.replay_until = replay_until
+        """Records up to this seq were written before a crash: their replay is silent."""
+        self.stop_requested = False
+        """Set by the run's owner: the next await record is the last (see StopRequested)."""
+        self.cancelled: str | None = None
+        """The reason of a cancel, set with ``stop_requested`` when the stop cancels the run."""
+        self.written = 0
+        self._seq = state.seq
+        self._buffer: list[Record] = []
+        self._buffer_since = 0.0
+        self._since_snapshot = 0
+        self._blobs: dict[str, bytes] = {}
+        self._before = load_hook(self.policy.before_checkpoint, "before_checkpoint")
+        self._after = load_hook(self.policy.after_checkpoint, "after_checkpoint")
+        self._hook_warned: set[str] = set()
+        self._deferred_blobs: dict[str, bytes] = {}
+        self._deferred = False
+        self._lock = asyncio.Lock()
+        """Concurrent tasks of a statement write records: one append at a time, in seq order."""
+
+    # -- writing records --------------------------------------------------------------
+    def _make(self, kind: str, frame: str, body: dict[str, Any]) -> Record:
+        self._seq += 1
+        return Record(self.run_id, self._seq, kind, frame, time.time(), self.lease.epoch, body)
+
+    async def write(self, kind: str, frame: str, body: dict[str, Any]) -> int:
+        """Append one record durably (after any buffered ones); return its seq."""
+        self._buffer.append(self._make(kind, frame, body))
+        await self._flush()
+        return self._seq
+
+    async def write_together(self, records: list[tuple[str, str, dict[str, Any]]]) -> int:
+        """Append several records as one batch: durable all together or not at all."""
+        for kind, frame, body in records:
+            self._buffer.append(self._make(kind, frame, body))
+        await self._flush()
+        return self._seq
+
+    async def write_await(self, frame: str, body: dict[str, Any]) -> None:
+        """Append an await record, buffered according to ``every``/``interval_seconds``."""
+        stored = self._make("await", frame, body)
+        self._buffer.append(stored)
+        policy = self.policy
+        if self.stop_requested or policy.every <= 1 or len(self._buffer) >= policy.every:
+            await self._flush()
+        elif policy.interval_seconds > 0:
+            now = time.monotonic()
+            if len(self._buffer) == 1:
+                self._buffer_since = now
+            elif now - self._buffer_since >= policy.interval_seconds:
+                await self._flush()
+        if self.stop_requested:
+            # What the program prints while it unwinds (finally:) the resume prints again.
+            _mute_program_output()
+            raise StopRequested(self.run_id, stored.seq, self.cancelled)
+
+    def defer_await(self, frame: str, body: dict[str, Any], blobs: Mapping[str, bytes]) -> None:
+        """Buffer the await record of a synchronous call: durable with the next flush."""
+        self._deferred_blobs.update(blobs)
+        self._buffer.append(self._make("await", frame, body))
+        self._deferred = True
+
+    @property
+    def deferred(self) -> bool:
+        """True while the record of a synchronous call waits for the next flush."""
+        return self._deferred
+
+    async def flush(self) -> None:
+        """Make every buffered record durable."""
+        if self._buffer:
+            await self._flush()
+
+    async def _flush(self) -> None:
+        async with self._lock:
+            if not self._buffer:
+                return  # another task's append made these records durable
+            last = await self._append_buffer()
+        if self._since_snapshot >= self.policy.snapshot_every and last != "await":
+            # Only between statements: a snapshot inside one long statement would
+            # copy its whole (growing) journal again each time.
+            await self.snapshot()
+
+    async def _append_buffer(self) -> str:
+        records, self._buffer = self._buffer, []
+        self._deferred = False
+        # The last record of a batch says how much program output it covers: what was
+        # printed before it, printed once it is durable (see resumable.exec.output).
+        mark = output_mark()
+        if mark is not None:
+            records[-1].body["op"] = mark[0]
+        batch = [StoredRecord(r.seq, r.epoch, self.codec.seal(r)) for r in records]
+        if self._deferred_blobs:
+            blobs, self._deferred_blobs = self._deferred_blobs, {}
+            await self.put_blobs(blobs)
+        info = None
+        if self._before is not None or self._after is not None:
+            last = records[-1]
+            info = CheckpointInfo(self.run_id, last.seq, last.kind, last.frame, len(records))
+            self._call_hook("before_checkpoint", self._before, info)
+        await self.store.append(self.run_id, batch, self.lease)
+        if mark is not None:
+            release_program_output(mark[1])
+        _flush_output()
+        state = self.state
+        for record in records:
+            state.apply(record)
+        self.written += len(batch)
+        self._since_snapshot += len(batch)
+        if info is not None:
+            self._call_hook("after_checkpoint", self._after, info)
+        if self.crash_after is not None and self.written >= self.crash_after:
+            _crash_now()
+        return records[-1].kind
+
+    def _call_hook(
+        self, name: str, hook: Callable[[CheckpointInfo], Any] | None, info: CheckpointInfo
+    ) -> None:
+        if hook is None:
+            return
+        try:
+            hook(info)
+        except Exception as exc:  # a failing hook never fails the checkpoint
+            if name not in self._hook_warned:
+                self._hook_warned.add(name)
+                warnings.warn(
+                    f"{name} hook failed and was ignored: {type(exc).__name__}: {exc}",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+
+    # -- blobs ------------------------------------------------------------------------------
+    async def put_blobs(self, blobs: Mapping[str, bytes]) -> None:
+        for digest, data in blobs.items():
+            await self.store.put_blob(
+                self.run_id, digest, self.codec.seal_blob(self.run_id, digest, data)
+            )
+            self._blobs[digest] = data
+
+    def load_blob_sync(self, digest: str) -> bytes:
+        """A blob this process wrote or preloaded (replay runs synchronously inside unpickling)."""
+        try:
+            return self._blobs[digest]
+        except KeyError:
+            raise KeyError(f"blob {digest} was not preloaded") from None
+
+    def preload_blobs(self, blobs: Mapping[str, bytes]) -> None:
+        self._blobs.update(blobs)
+
+    # -- snapshots ----------------------------------------------------------------------------
+    async def snapshot(self) -> None:
+        """Write the folded state as a snapshot, then prune what it makes unnecessary."""
+        await self.flush()
+        self._since_snapshot = 0
+        state = self.state
+        data = self.codec.seal(
+            Record(
+                self.run_id,
+                state.seq,
+                "snapshot",
+                "",
+                time.time(),
+                self.lease.epoch,
+                {"state": msgpack.packb(state.to_dict(), use_bin_type=True)},
+            )
+        )
+        await self.store.put_snapshot(self.run_id, state.seq, data, self.lease)
+        await self.store.prune(self.run_id, self.policy.keep)
+
+
+def _flush_output() -> None:
+    """What the program printed reaches the OS before a record says it was printed."""
+    for stream in (sys.stdout, sys.stderr):
+        if getattr(stream, "dirty", True):
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+
+
+def _mute_program_output() -> None:
+    """Silence the current run's program output for the rest of this process."""
+    from resumable.exec.output import _current
+
+    output = _current.get()
+    if output is not None:
+        output.muted = True
+
+
+def _crash_now() -> None:
+    """RESUMABLE_CRASH_AFTER: die exactly as kill -9 would, right after a durable record."""
+    _flush_output()
+    os.kill(os.getpid(), signal.SIGKILL)
+    asyncio.get_event_loop().stop()  # pragma: no cover - unreachable after SIGKILL

@@ -1,0 +1,195 @@
+"""DurableExecutor: code fed by an embedding program, run statement by statement, durably.
+
+Each :meth:`~DurableExecutor.run` (or the chunks of one :meth:`~DurableExecutor.feed` ...
+:meth:`~DurableExecutor.finish`) is one *turn* of the run's code frame. The code is
+recorded before it runs; each top-level statement runs in real CPython on the
+executor's namespace, from the caller's thread; host tools are bound into the
+namespace as steps: a call's result is durable before the code gets it, and on
+replay it is answered from the log. A statement's boundary record (namespace,
+offset) is written when the next statement starts or with the turn's outcome, so
+the last value and the captured output of a turn are never lost between the two.
+
+On a resumed run the n-th turn of this process is the run's n-th: a turn whose
+outcome is recorded returns it without running anything; the turn in progress picks
+up at its statement in progress (its steps answered from the log); later turns run
+for real. Feeding a turn different code from the one recorded is refused.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import builtins
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from resumable.durability.embedded.journal import StatementJournal
+from resumable.durability.embedded.outcome import CapturedOutput, Failure, Outcome
+from resumable.durability.embedded.steps import StepHook, bind_tool
+from resumable.durability.embedded.turn import OUTPUT, Turn
+from resumable.exec.hooks import HOOK_NAME
+
+if TYPE_CHECKING:
+    from resumable.durability.embedded.run import DurableRun
+
+
+class DurableExecutor:
+    """A persistent namespace that runs code durably (plainly, when ``run`` is None)."""
+
+    def __init__(
+        self,
+        run: DurableRun | None = None,
+        *,
+        tools: Mapping[str, Callable[..., Any]] | None = None,
+        frame: str = "main",
+        check_import: Callable[[str, bool], None] | None = None,
+        stop_signal: type[BaseException] | None = None,
+        final_tool: str | None = None,
+        assignment_values: bool = False,
+    ) -> None:
+        self.run = run
+        self.frame_id = frame
+        self.namespace: dict[str, Any] = {"__name__": "__main__"}
+        self._builtins = dict(vars(builtins))
+        self._builtins["print"] = self._print
+        if check_import is not None:
+            self._builtins["__import__"] = _checked_import(check_import)
+        self.namespace["__builtins__"] = self._builtins
+        self.hook = StepHook(self)
+        self.namespace[HOOK_NAME] = self.hook
+        self.namespace[OUTPUT] = CapturedOutput()
+        self.journal = self._journal(run)
+        self.tools: dict[str, Callable[..., Any]] = {}
+        self._stop = stop_signal
+        self._final_tool = final_tool
+        self._assignment_values = assignment_values
+        self._turns = 0
+        self._restored = False
+        self._program_loop: asyncio.AbstractEventLoop | None = None
+        self._turn: Turn | None = None
+        if tools:
+            self.bind_tools(tools)
+
+    # -- the namespace ----------------------------------------------------------------------
+    def bind_tools(self, tools: Mapping[str, Callable[..., Any]]) -> None:
+        """Bind host callables as steps; they are never checkpointed, and rebound on resume."""
+        for name, tool in tools.items():
+            self.tools[name] = tool
+            self.namespace[name] = self._bound(name, tool)
+
+    def _journal(self, run: DurableRun | None) -> StatementJournal | None:
+        if run is None:
+            return None
+        journal = StatementJournal(run, self.frame_id)
+        journal.namespace = lambda: self.namespace
+        return journal
+
+    def _bound(self, name: str, tool: Callable[..., Any]) -> Callable[..., Any]:
+        step = bind_tool(name, tool)
+        stop = self._stop
+        if name != self._final_tool or stop is None:
+            return step
+
+        def final(*args: Any, **kwargs: Any) -> Any:
+            raise stop(step(*args, **kwargs))
+
+        final.__name__ = name
+        final.__doc__ = step.__doc__
+        return final
+
+    def attach(self, run: DurableRun | None) -> None:
+        """Make the executor durable in ``run`` (or plain again with None), from its next turn."""
+        self.run = run
+        self.journal = self._journal(run)
+        self._turns = 0
+        self._restored = False
+        self._turn = None
+
+    def exclude(self) -> set[str]:
+        return {"__builtins__", HOOK_NAME, *self.tools}
+
+    @property
+    def output(self) -> CapturedOutput:
+        captured: CapturedOutput = self.namespace[OUTPUT]
+        return captured
+
+    def _print(self, *args: Any, sep: str | None = " ", end: str | None = "\n", **kw: Any) -> None:
+        file = kw.get("file")
+        if file is not None and file is not sys.stdout:
+            print(*args, sep=sep, end=end, **kw)
+            return
+        text = (" " if sep is None else sep).join(map(str, args)) + ("\n" if end is None else end)
+        self.namespace[OUTPUT].value += text
+
+    # -- turns ------------------------------------------------------------------------------
+    def run_code(self, code: str) -> Outcome:
+        """Run ``code`` as one turn (it is parsed whole first: a syntax error runs nothing)."""
+        try:
+            ast.parse(code)
+        except SyntaxError as exc:
+            return Outcome(None, "", Failure.from_syntax(exc), final=False)
+        self.feed(code)
+        return self.finish()
+
+    def feed(self, chunk: str) -> None:
+        """Take the next chunk of the turn; statements it completes run now."""
+        turn = self._turn
+        if turn is None:
+            turn = self._turn = self._start_turn()
+        turn.feed(chunk)
+
+    def finish(self) -> Outcome:
+        """End the turn: run what is left and return how it went."""
+        turn = self._turn if self._turn is not None else self._start_turn()
+        self._turn = None
+        return turn.finish()
+
+    def _start_turn(self) -> Turn:
+        index = self._turns
+        self._turns += 1
+        run = self.run
+        if run is None:
+            self.namespace[OUTPUT] = CapturedOutput()
+            return Turn(self, index, None, recorded=None)
+        done = run.journal(f"exec:{self.frame_id}").recorded(index)
+        frame = run.state_frame(self.frame_id)
+        recorded = frame.turns[index] if frame is not None and index < len(frame.turns) else None
+        if done is None and not self._restored:
+            self._restored = True
+            if frame is not None and frame.ns is not None:
+                run.restore(frame, self.namespace)
+                for name, tool in self.tools.items():
+                    self.namespace[name] = self._bound(name, tool)
+        turn = Turn(self, index, frame, recorded=recorded, done=done is not None)
+        if turn.skip == 0:
+            self.namespace[OUTPUT] = CapturedOutput()
+        return turn
+
+    def program_loop(self) -> asyncio.AbstractEventLoop:
+        """The loop that runs statements with top-level awaits (on the caller's thread)."""
+        if self._program_loop is None:
+            self._program_loop = asyncio.new_event_loop()
+        return self._program_loop
+
+    def close(self) -> None:
+        if self._program_loop is not None:
+            self._program_loop.close()
+            self._program_loop = None
+
+
+def _checked_import(check: Callable[[str, bool], None]) -> Callable[..., Any]:
+    real = builtins.__import__
+
+    def import_(
+        name: str,
+        globals: Any = None,
+        locals: Any = None,
+        fromlist: Sequence[str] = (),
+        level: int = 0,
+    ) -> Any:
+        if level == 0:
+            check(name, bool(fromlist))
+        return real(name, globals, locals, fromlist, level)
+
+    return import_

@@ -1,0 +1,156 @@
+"""Task keys: which task of a statement, and which of its foreign awaits or steps, a record is.
+
+The statement in progress runs in a *root* task with the key ``""``. A task the program
+spawns while the statement runs (``create_task``, ``gather``, ``TaskGroup``, ``as_completed``,
+``ensure_future``, ``wait_for``) gets its parent's key plus the parent's spawn ordinal
+(``"2"``, ``"2.1"``), so the same program spawns the same keys on replay. Within a task
+the n-th foreign await or step gets n: record key ``n`` in the root task, ``"KEY:n"`` in a
+spawned one.
+
+The key travels in a context variable, which a new task copies from its creator; the
+loop's ``create_task`` is wrapped (once per loop) to give a task spawned from program code
+its own cursor, and the deterministic ``Task-N`` name CPython would give it (counted per
+run, so the name does not depend on what the runtime itself spawned). Code the runtime
+runs on the program's behalf (a foreign await, a record being written) runs with no
+cursor, so whatever it spawns or awaits is invisible to the keys.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import types
+from collections.abc import Awaitable, Callable, Coroutine, Generator
+from typing import Any, Protocol, TypeVar
+
+__all__ = [
+    "KeyedJournal",
+    "TaskCursor",
+    "current_cursor",
+    "install_task_keys",
+    "reset_cursor",
+    "set_cursor",
+]
+
+T = TypeVar("T")
+
+Key = int | str
+"""A record key inside one statement's journal."""
+
+
+class KeyedJournal(Protocol):
+    """What a cursor reports to: the journal of the statement that created it."""
+
+    def live(self, cursor: TaskCursor) -> bool:
+        """True while the statement the cursor belongs to is running."""
+        ...
+
+    def next_task_name(self) -> str:
+        """``Task-N`` for the next unnamed task the program spawns."""
+        ...
+
+    def spawned(self, cursor: TaskCursor, coro: Coroutine[Any, Any, T]) -> Coroutine[Any, Any, T]:
+        """The coroutine a spawned task runs (a foreign one is journaled as one await)."""
+        ...
+
+    def full_key(self, key: Key) -> str:
+        """The idempotency key of ``key``: unique in the run, the same on replay."""
+        ...
+
+    def await_foreign(
+        self, cursor: TaskCursor, site: str, awaitable: Awaitable[T]
+    ) -> Coroutine[Any, Any, T]:
+        """Journal a foreign await under the cursor's next key."""
+        ...
+
+    def call_step(self, cursor: TaskCursor, site: str, thunk: Callable[[], T]) -> T:
+        """Journal a synchronous call under the cursor's next key."""
+        ...
+
+    def await_step(
+        self, cursor: TaskCursor, site: str, start: Callable[[], Awaitable[T]]
+    ) -> Coroutine[Any, Any, T]:
+        """Journal an awaited call under the cursor's next key."""
+        ...
+
+
+class TaskCursor:
+    """One task's position in its statement's journal."""
+
+    __slots__ = ("count", "journal", "path", "spawns", "statement")
+
+    def __init__(self, journal: KeyedJournal, statement: int, path: str = "") -> None:
+        self.journal = journal
+        self.statement = statement
+        self.path = path
+        self.count = 0
+        self.spawns = 0
+
+    def key(self, n: int) -> Key:
+        return n if not self.path else f"{self.path}:{n}"
+
+    def take(self) -> Key:
+        """The key of the task's next foreign await or step, now taken."""
+        n = self.count
+        self.count = n + 1
+        return n if not self.path else f"{self.path}:{n}"
+
+    def peek(self) -> Key:
+        return self.key(self.count)
+
+    def child(self) -> TaskCursor:
+        self.spawns += 1
+        path = f"{self.path}.{self.spawns}" if self.path else str(self.spawns)
+        return TaskCursor(self.journal, self.statement, path)
+
+
+_cursor: contextvars.ContextVar[TaskCursor | None] = contextvars.ContextVar(
+    "resumable_cursor", default=None
+)
+
+
+def current_cursor() -> TaskCursor | None:
+    """The running task's cursor, if program code of a live durable statement is running."""
+    cursor = _cursor.get()
+    if cursor is None or not cursor.journal.live(cursor):
+        return None
+    return cursor
+
+
+def set_cursor(cursor: TaskCursor | None) -> contextvars.Token[TaskCursor | None]:
+    return _cursor.set(cursor)
+
+
+def reset_cursor(token: contextvars.Token[TaskCursor | None]) -> None:
+    _cursor.reset(token)
+
+
+def install_task_keys(loop: asyncio.AbstractEventLoop) -> None:
+    """Wrap ``loop.create_task`` so tasks spawned by program code get keys (idempotent)."""
+    create = loop.create_task
+    if getattr(create, "_resumable_keys", False):
+        return
+
+    def create_task(
+        coro: Generator[Any, None, T] | Coroutine[Any, Any, T],
+        *,
+        name: str | None = None,
+        context: contextvars.Context | None = None,
+    ) -> asyncio.Task[T]:
+        cursor = context.get(_cursor) if context is not None else _cursor.get()
+        if (
+            cursor is None
+            or not cursor.journal.live(cursor)
+            or not isinstance(coro, types.CoroutineType)
+        ):
+            return create(coro, name=name, context=context)
+        child = cursor.child()
+        journal = cursor.journal
+        if name is None:
+            name = journal.next_task_name()
+        task_context = context if context is not None else contextvars.copy_context()
+        task_context.run(_cursor.set, child)
+        return create(journal.spawned(child, coro), name=name, context=task_context)
+
+    create_task._resumable_keys = True  # type: ignore[attr-defined]
+    loop.create_task = create_task  # type: ignore[method-assign]

@@ -1,0 +1,417 @@
+"""The worker fleet: runs queued in PostgreSQL, claimed and driven by ``resumable worker``.
+
+Design note. PostgreSQL is the coordinator; a worker keeps no state of its own. It
+polls ``claim`` (``FOR UPDATE SKIP LOCKED``: runs ``pending``, or ``running`` with no
+live owner - orphaned by a dead worker or a killed ``resumable exec``), attaches to
+each claimed run under the lease it got, and drives the run in its own task while the
+session renews the lease. Fencing does the rest: a worker that was paused past its
+lease finds its next append refused and drops the run without releasing it.
+
+What ends a run's task, and what the worker does with the run:
+
+- it completed, failed or waits for a human: the status is in the store; released;
+- the worker is stopping (SIGTERM): the current await finishes and is made durable,
+  then :class:`StopRequested` unwinds the run; released, still ``running``, so another
+  worker claims it at once;
+- fenced: another worker owns the run now; left alone;
+- the program cannot go on (non-determinism): marked ``failed``;
+- anything else (store outage, wrong keys, a bug): the run is parked - its lease is
+  left to lapse - so any worker retries it once per ``lease_seconds``, not in a loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from resumable.config import Config
+from resumable.durability import control
+from resumable.durability.checkpoints import CheckpointManager, StopRequested
+from resumable.durability.session import (
+    RunOutcome,
+    RunSession,
+    codec_for,
+    new_run_id,
+    owner_name,
+    resume_session,
+    store_for,
+)
+from resumable.durability.state import RunState
+from resumable.errors import ConfigError, FencedError, ResumableError, StoreError, UsageError
+from resumable.fleet.migrate import MIGRATING
+from resumable.store.base import CheckpointStore, Lease, RunMeta, RunStatus
+
+Log = Callable[[str], None]
+"""Where the worker's one-line messages go (stderr in the CLI)."""
+
+_ENDED: dict[str, RunStatus] = {"completed": "completed", "failed": "failed", "waiting": "waiting"}
+"""Outcomes that end a run's stay with a worker, as stored statuses."""
+
+EVENTS = ("claimed", "completed", "failed", "waiting", "stopped", "cancelled", "fenced", "parked")
+
+
+@runtime_checkable
+class FleetStore(CheckpointStore, Protocol):
+    """A store workers on many machines can share: runs are claimed, not just acquired."""
+
+    async def claim(self, owner: str, ttl: float, limit: int) -> list[Lease]: ...
+
+
+def fleet_store(store: CheckpointStore, command: str) -> FleetStore:
+    """The store, if workers can claim runs from it; else a ConfigError saying what to set."""
+    if not isinstance(store, FleetStore):
+        raise ConfigError(
+            f"`resumable {command}` needs a store that workers claim runs from; "
+            f'{store.url} is not one: set [durability] store = "postgres" and url '
+            "(or RESUMABLE_DURABILITY_STORE=postgres, RESUMABLE_DURABILITY_URL=...)",
+            key="durability.store",
+        )
+    return store
+
+
+# -- submitting ----------------------------------------------------------------------------
+def _first_record(path: Path) -> tuple[str, dict[str, object]]:
+    """The run's kind and its ``run`` record, which holds the exact text that will run."""
+    if path.suffix == ".pb":
+        from resumable.playbooks.program import load_program
+
+        program = load_program(path)
+        where = os.path.abspath(path)  # workers run elsewhere; the responses sit beside it
+        return "playbook", {
+            "program": where,
+            "kind": "playbook",
+            "source": program.source,
+            "entry": program.entry,
+        }
+    if path.suffix == ".py":
+        from resumable.script import read_script
+
+        return "script", {"program": str(path), "kind": "script", "source": read_script(path)}
+    raise UsageError(
+        f"{path}: `resumable submit` takes a .py script or a .pb program", path=str(path)
+    )
+
+
+async def submit(
+    path: Path, config: Config, *, env: Mapping[str, str], run_id: str | None = None
+) -> str:
+    """``resumable submit``: queue ``path`` as a new run for the workers; return its id."""
+    store = fleet_store(store_for(config.durability, config), "submit")
+    async with store:
+        return await queue_run(store, path, config, env=env, run_id=run_id)
+
+
+async def queue_run(
+    store: FleetStore,
+    path: Path,
+    config: Config,
+    *,
+    env: Mapping[str, str],
+    run_id: str | None = None,
+) -> str:
+    """Queue ``path`` as a new run in an open store; return its id.
+
+    The run is created ``waiting`` (which no worker claims), given its ``run`` record
+    under a lease, then made ``pending`` while that lease is still held, so a worker
+    never finds it half written.
+    """
+    kind, first = _first_record(path)
+    settings = config.durability
+    codec = await codec_for(store, settings, env)
+    now = time.time()
+    meta = RunMeta(
+        run_id or new_run_id(),
+        program=str(path),
+        kind=kind,
+        status="waiting",
+        created_at=now,
+        updated_at=now,
+    )
+    await store.create_run(meta)
+    lease = await store.acquire(meta.run_id, owner_name(), settings.lease_seconds)
+    try:
+        manager = CheckpointManager(store, codec, lease, RunState())
+        await manager.write("run", "main", dict(first))
+        await store.put_meta(replace(meta, status="pending", updated_at=time.time()))
+    finally:
+        await store.release(lease)
+    return meta.run_id
+
+
+# -- the worker --------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class WorkerReport:
+    """What a worker did before it stopped: runs per outcome."""
+
+    owner: str
+    counts: dict[str, int]
+
+    def summary(self) -> str:
+        done = ", ".join(f"{self.counts.get(e, 0)} {e}" for e in EVENTS if self.counts.get(e))
+        return done or "no runs"
+
+
+def _stderr_line(text: str) -> None:
+    stream = sys.__stderr__ or sys.stderr
+    stream.write(text + "\n")
+    stream.flush()
+
+
+class Worker:
+    """Claims runs from a fleet store and drives up to ``concurrency`` of them at once."""
+
+    def __init__(
+        self,
+        store: FleetStore,
+        config: Config,
+        *,
+        env: Mapping[str, str],
+        concurrency: int = 4,
+        poll_seconds: float = 0.25,
+        owner: str | None = None,
+        log: Log = _stderr_line,
+    ) -> None:
+        if concurrency < 1:
+            raise UsageError(f"--concurrency must be at least 1, not {concurrency}")
+        self.store = store
+        self.config = config
+        self.env = env
+        self.concurrency = concurrency
+        self.poll_seconds = poll_seconds
+        self.owner = owner or owner_name()
+        self.ttl = config.durability.lease_seconds
+        self._log_line = log
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._sessions: dict[str, RunSession] = {}
+        self._counts: Counter[str] = Counter()
+        self._stopping = False
+        self._wake = asyncio.Event()
+        self._outage = False
+
+    # -- control --------------------------------------------------------------------------
+    def request_stop(self) -> None:
+        """Graceful: no new claims; each run stops after its current await and is released.
+
+        Asked a second time, stop at once: the runs are cancelled mid-await (as a crash
+        would leave them) and released.
+        """
+        if self._stopping:
+            self._log("stopping now: cancelling the runs' current awaits")
+            for task in self._tasks.values():
+                task.cancel()
+            return
+        self._stopping = True
+        if self._tasks:
+            self._log(f"stopping: {len(self._tasks)} runs finish their current await")
+        for session in self._sessions.values():
+            session.manager.stop_requested = True
+        self._wake.set()
+
+    async def run(self) -> WorkerReport:
+        """Claim and drive runs until :meth:`request_stop`; then wait for the runs to let go."""
+        self._log(
+            f"{self.owner} ready (concurrency {self.concurrency}, lease {self.ttl:g}s, "
+            f"store {self.store.url})"
+        )
+        while not self._stopping:
+            self._wake.clear()
+            free = self.concurrency - len(self._tasks)
+            leases = await self._claim(free) if free > 0 else []
+            for lease in leases:
+                self._start(lease)
+            if leases and len(leases) == free:
+                continue  # every slot taken: the next turn waits for one to free up
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.poll_seconds)
+        if self._tasks:
+            await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+        report = WorkerReport(self.owner, dict(self._counts))
+        self._log(f"{self.owner} stopped: {report.summary()}")
+        return report
+
+    async def _claim(self, limit: int) -> list[Lease]:
+        try:
+            leases = await self.store.claim(self.owner, self.ttl, limit)
+        except StoreError as err:
+            if not self._outage:
+                self._log(f"cannot claim runs: {err.message}; retrying")
+                self._outage = True
+            return []
+        if self._outage:
+            self._log("claiming runs again")
+            self._outage = False
+        return leases
+
+    def _start(self, lease: Lease) -> None:
+        task = asyncio.create_task(self._drive(lease), name=f"run {lease.run_id}")
+        self._tasks[lease.run_id] = task
+        task.add_done_callback(lambda done: self._finished(lease.run_id, done))
+
+    def _finished(self, run_id: str, task: asyncio.Task[None]) -> None:
+        # A run whose lease lapsed (a stalled loop) may be claimed here again meanwhile.
+        if self._tasks.get(run_id) is task:
+            del self._tasks[run_id]
+        self._wake.set()
+
+    # -- one run -----------------------------------------------------------------------------
+    async def _drive(self, lease: Lease) -> None:
+        """Own one claimed run until it ends here, one way or another (never raises)."""
+        run_id = lease.run_id
+        self._note("claimed", run_id, f"lease epoch {lease.epoch}")
+        session: RunSession | None = None
+        try:
+            meta = await self.store.get_meta(run_id)
+            if MIGRATING in meta.extra:  # a copy still being written by `resumable migrate`
+                await self.store.release(lease)
+                self._log(f"skipped run {run_id}: it is still being copied into this store")
+                return
+            if self._stopping:
+                await self.store.release(lease)
+                return
+            session = await RunSession.attach(
+                self.store, self.config, run_id, env=self.env, lease=lease
+            )
+            self._sessions[run_id] = session
+            session.manager.stop_requested = self._stopping
+            if meta.status == "pending":
+                self._log(f"started run {run_id} ({meta.program})")
+            else:
+                self._log(f"resumed run {run_id} from record {session.state.seq} ({meta.program})")
+            outcome = await resume_session(session, self.config, env=self.env, no_input=True)
+            await self._settle(session, outcome)
+        except StopRequested as stop:
+            await self._close(session)
+            why = f"after record {stop.seq}; released for another worker"
+            if stop.cancelled is not None:
+                why = stop.cancelled or "no reason given"
+            self._note("stopped" if stop.cancelled is None else "cancelled", run_id, why)
+        except control.RunCancelled as cancelled:  # asked while no process was driving it
+            self._note("cancelled", run_id, cancelled.message)
+        except control.AttemptsExhausted as exhausted:
+            self._note("failed", run_id, exhausted.message)
+        except FencedError as err:
+            await self._drop(session)
+            self._note("fenced", run_id, f"{err.message}; dropped it")
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._close(session))
+            self._note("stopped", run_id, "interrupted mid-await; released for another worker")
+            raise
+        except ResumableError as err:
+            if err.exit_code == 1 and session is not None:
+                await self._fail(session, err)
+            else:
+                await self._park(run_id, session, err.message)
+        except Exception as err:
+            await self._park(run_id, session, f"{type(err).__name__}: {err}")
+        finally:
+            if session is not None and self._sessions.get(run_id) is session:
+                del self._sessions[run_id]
+
+    async def _settle(self, session: RunSession, outcome: RunOutcome) -> None:
+        """Record how the run ended in its metadata (if the runner did not), then let it go."""
+        try:
+            status = _ENDED.get(outcome.status)
+            if status is not None and session.meta.status != status:
+                session.meta = replace(session.meta, status=status, updated_at=time.time())
+                await self.store.put_meta(session.meta)
+        finally:
+            await self._close(session)
+        detail = ""
+        if outcome.status == "failed":
+            detail = (outcome.message.strip().splitlines() or ["the program raised"])[-1]
+        elif outcome.status == "waiting":
+            detail = f"for input ({outcome.message}); answer with `resumable answer`"
+        self._note(outcome.status, session.run_id, detail)
+
+    async def _fail(self, session: RunSession, err: ResumableError) -> None:
+        """The program cannot go on (e.g. it is not deterministic): the run failed."""
+        try:
+            await session.set_status("failed", {"error": err.message})
+        except FencedError as fenced:
+            await self._drop(session)
+            self._note("fenced", session.run_id, f"{fenced.message}; dropped it")
+            return
+        except StoreError as store_err:
+            await self._park(session.run_id, session, store_err.message)
+            return
+        await self._close(session)
+        self._note("failed", session.run_id, err.message)
+
+    async def _close(self, session: RunSession | None) -> None:
+        if session is None:
+            return
+        try:
+            await session.close()  # idempotent: playbook runners close their session too
+        except StoreError as err:
+            self._log(f"run {session.run_id}: could not release it ({err.message})")
+
+    async def _drop(self, session: RunSession | None) -> None:
+        """Stop renewing a lease that is no longer ours; write nothing, release nothing."""
+        if session is not None and session.heartbeat is not None:
+            session.heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await session.heartbeat
+
+    async def _park(self, run_id: str, session: RunSession | None, why: str) -> None:
+        """Keep the run without working on it until the lease lapses: a retry, not a loop."""
+        await self._drop(session)
+        with contextlib.suppress(ResumableError):  # still ours (busy) or the store is away
+            await self.store.acquire(run_id, self.owner, self.ttl)
+        with contextlib.suppress(ResumableError):  # the last error of this attempt, if we can
+            meta = await self.store.get_meta(run_id)
+            await self.store.put_meta(control.note_error(meta, why))
+        self._note("parked", run_id, f"{why}; it is retried when its lease lapses ({self.ttl:g}s)")
+
+    # -- messages ----------------------------------------------------------------------------
+    def _note(self, event: str, run_id: str, detail: str = "") -> None:
+        self._counts[event] += 1
+        self._log(f"{event} run {run_id}" + (f": {detail}" if detail else ""))
+
+    def _log(self, text: str) -> None:
+        self._log_line(f"resumable worker: {text}")
+
+
+async def serve(
+    config: Config,
+    *,
+    env: Mapping[str, str],
+    concurrency: int = 4,
+    poll_seconds: float = 0.25,
+    log: Log = _stderr_line,
+) -> WorkerReport:
+    """``resumable worker``: run a worker until SIGTERM or SIGINT (twice: stop at once)."""
+    store = fleet_store(store_for(config.durability, config), "worker")
+    async with store:
+        worker = Worker(
+            store, config, env=env, concurrency=concurrency, poll_seconds=poll_seconds, log=log
+        )
+        loop = asyncio.get_running_loop()
+        signals = (signal.SIGTERM, signal.SIGINT)
+        for signum in signals:
+            loop.add_signal_handler(signum, worker.request_stop)
+        try:
+            return await worker.run()
+        finally:
+            for signum in signals:
+                loop.remove_signal_handler(signum)
+
+
+__all__ = [
+    "FleetStore",
+    "Worker",
+    "WorkerReport",
+    "fleet_store",
+    "queue_run",
+    "serve",
+    "submit",
+]

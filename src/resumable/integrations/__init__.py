@@ -1,0 +1,1 @@
+"""Durable execution for agent frameworks; each integration needs its extra installed."""

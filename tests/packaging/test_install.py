@@ -1,0 +1,138 @@
+"""What a user gets from `pip install resumable`: a small core, LICENSE and the examples.
+
+Built and installed for real: a wheel from this checkout, into a fresh virtual environment.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import venv
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+OUTSIDE = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+"""The environment of a user's shell: nothing points Python at this checkout's sources."""
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--outdir", str(out), str(ROOT)],
+        check=True,
+        capture_output=True,
+        timeout=600,
+        env=OUTSIDE,
+    )
+    (built,) = out.glob("resumable-*.whl")
+    return built
+
+
+@pytest.fixture(scope="module")
+def fresh_env(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    env = tmp_path_factory.mktemp("venv")
+    venv.create(env, with_pip=True)
+    subprocess.run(
+        [str(env / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check", str(wheel)],
+        check=True,
+        capture_output=True,
+        timeout=600,
+        env=OUTSIDE,
+    )
+    return env
+
+
+def test_the_wheel_carries_license_and_examples(wheel: Path) -> None:
+    names = zipfile.ZipFile(wheel).namelist()
+    assert any(n.endswith("licenses/LICENSE") for n in names)
+    assert "resumable/examples/scenario/main.pb" in names
+    assert "resumable/examples/scenario/main.responses.toml" in names
+    assert "resumable/examples/ledger.py" in names
+    assert "resumable/py.typed" in names
+    assert "resumable/ui/templates/run.html" in names
+    assert "resumable/ui/static/live.js" in names
+
+
+def test_core_install_has_no_server_drivers(fresh_env: Path) -> None:
+    listed = subprocess.run(
+        [str(fresh_env / "bin" / "pip"), "list", "--format=freeze"],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=OUTSIDE,
+    ).stdout.lower()
+    installed = {line.split("==")[0] for line in listed.splitlines()}
+    assert not installed & {"asyncpg", "redis", "cryptography", "aiofiles"}
+    assert "msgpack" in installed
+
+
+def test_installed_examples_run_by_name(fresh_env: Path, tmp_path: Path) -> None:
+    run = subprocess.run(
+        [str(fresh_env / "bin" / "resumable"), "run", "scenario"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=OUTSIDE,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "Done: 42, 32" in run.stdout
+    listed = subprocess.run(
+        [str(fresh_env / "bin" / "resumable"), "examples"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=OUTSIDE,
+    )
+    assert "resumable run scenario" in listed.stdout
+
+
+@pytest.mark.parametrize(
+    ("settings", "extra"),
+    [
+        ('store = "postgres"\nurl = "postgresql://127.0.0.1/test"', "postgres"),
+        ('store = "redis"\nurl = "redis://127.0.0.1:6379/0"', "redis"),
+        ('encrypt = true\nencryption_key_env = "K"', "encryption"),
+    ],
+)
+def test_a_missing_extra_is_one_line(
+    fresh_env: Path, tmp_path: Path, settings: str, extra: str
+) -> None:
+    config = tmp_path / "playbooks.toml"
+    config.write_text(f"[durability]\n{settings}\n")
+    run = subprocess.run(
+        [str(fresh_env / "bin" / "resumable"), "run", "scenario", "--config", str(config)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"K": "0" * 64, "PATH": "/usr/bin:/bin"},
+    )
+    assert run.returncode == 2
+    assert len(run.stderr.strip().splitlines()) == 1, run.stderr
+    assert f"pip install 'resumable[{extra}]'" in run.stderr
+    assert not (tmp_path / ".resumable").exists() or not any(
+        (tmp_path / ".resumable").rglob("*.seg")
+    )
+
+
+def test_the_inspector_without_its_extra_is_one_line(fresh_env: Path, tmp_path: Path) -> None:
+    run = subprocess.run(
+        [str(fresh_env / "bin" / "resumable"), "ui", "--port", "0"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=OUTSIDE,
+    )
+    assert run.returncode == 2
+    assert run.stderr.splitlines() == [
+        "resumable: error: resumable ui needs the starlette package, which is not installed: "
+        "pip install 'resumable[ui]'"
+    ]

@@ -1,0 +1,92 @@
+"""kill -9 from outside at random moments, of ``exec`` and of ``resume`` alike.
+
+Not at record boundaries: only the foreign await or step in flight may run again, under
+the same idempotency key, and no line of stdout is ever printed twice or lost.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import signal
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tests.replay import harness
+
+SAMPLE = ("agent_class.py", "gather_five.py", "sync_steps.py")
+
+
+def kill_and_resume(
+    root: Path, program: str, kills: list[float], name: str
+) -> tuple[harness.Observed, int]:
+    """Run ``program``, killing exec and then each resume after the given delays, then
+    resume to the end. Returns what was observed and how many kills landed."""
+    work = harness.workdir(root, program, name)
+    stdout, stderr = "", ""
+    args = ["exec", program, "--run-id", "r"]
+    for landed, delay in enumerate([*kills, None]):
+        done = harness.run_cli(args, work, kill_after=delay, name=f"part{landed}")
+        stdout += done.stdout
+        stderr += done.stderr
+        if args[0] == "resume" and done.code == 2 and "already completed" in done.stderr:
+            # the kill landed after the run's last record, while the process was exiting
+            return harness.Observed(0, stdout, harness.ledger(work), stderr), landed - 1
+        if done.code != -signal.SIGKILL:
+            return harness.Observed(done.code, stdout, harness.ledger(work), stderr), landed
+        # killed before the run's first record: nothing ran, nothing to resume
+        log = work / ".resumable" / "runs" / "r" / "log"
+        if any(segment.stat().st_size for segment in log.glob("*.seg")):
+            args = ["resume", "r"]
+        else:
+            shutil.rmtree(work / ".resumable", ignore_errors=True)
+            args = ["exec", program, "--run-id", "r"]
+    raise AssertionError("unreachable")
+
+
+def check_effects(keyed: list[str], landed: int, expected: list[str]) -> None:
+    """Every effect of ``expected`` happened; an extra one is a call in flight at a kill,
+    repeated under the same idempotency key (at most one per kill)."""
+    want = Counter(expected)
+    got = Counter(line.split("\t")[0] for line in keyed)
+    assert not want - got, f"effects lost: {want - got}"
+    extra = got - want
+    assert sum(extra.values()) <= landed, f"more repeats than kills: {extra}"
+    same_key = Counter(keyed)
+    for effect, count in extra.items():
+        repeated = sum(n - 1 for line, n in same_key.items() if line.split("\t")[0] == effect)
+        assert repeated >= count, f"{effect} repeated under another key"
+
+
+@pytest.mark.parametrize("program", SAMPLE)
+def test_random_kills_repeat_only_the_call_in_flight(tmp_path: Path, program: str) -> None:
+    expected = harness.reference(tmp_path, program)
+    rng = random.Random(program)
+    for trial in range(2):
+        kills = [rng.uniform(0.05, 0.6)]
+        got, landed = kill_and_resume(tmp_path, program, kills, f"kill{trial}")
+        assert got.code == expected.code, got.stderr
+        assert got.stdout == expected.stdout, got.stderr
+        work = tmp_path / f"{Path(program).stem}-kill{trial}"
+        check_effects(harness.ledger(work, keys=True), landed, expected.ledger)
+
+
+@settings(
+    max_examples=3,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    derandomize=True,
+)
+@given(kills=st.lists(st.floats(min_value=0.0, max_value=0.8), min_size=1, max_size=3))
+def test_killing_exec_and_resume_never_duplicates_or_loses_a_line(
+    tmp_path_factory: pytest.TempPathFactory, kills: list[float]
+) -> None:
+    root = tmp_path_factory.mktemp("kills")
+    program = "agent_class.py"
+    expected = harness.reference(root, program)
+    got, _ = kill_and_resume(root, program, kills, "k")
+    assert got.stdout == expected.stdout, got.stderr
+    assert got.code == expected.code
