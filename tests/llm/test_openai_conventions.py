@@ -67,12 +67,15 @@ async def test_the_turn_budget_stops_retrying_before_max_retries(server: SSEServ
 async def test_a_slow_drip_hits_the_hard_limit_per_request_and_is_continued(
     server: SSEServer,
 ) -> None:
-    server.add(Stream(CODE, piece=4, pause=0.05), Stream(CODE, piece=50))
+    # Pieces of 32 characters every 0.3 s: each arrives well within the idle timeout, the
+    # whole reply takes longer than the hard limit, and however loaded the machine, what
+    # arrived before the cut is long enough to be recognised when the model repeats it.
+    server.add(Stream(CODE, piece=32, pause=0.3), Stream(CODE, piece=50))
     notices: list[RetryNotice] = []
-    provider = provider_for(server, request_timeout_seconds=0.4, timeout_seconds=5.0)
+    provider = provider_for(server, request_timeout_seconds=1.0, timeout_seconds=5.0)
     assert await collect(provider, notices) == CODE
     (notice,) = notices
-    assert "hard limit per request (0.4 s, [llm] request_timeout_seconds)" in notice.reason
+    assert "hard limit per request (1 s, [llm] request_timeout_seconds)" in notice.reason
     # the second request continued the first: it was sent what had arrived
     sent = server.requests[1].messages[-2]
     assert sent["role"] == "assistant"
