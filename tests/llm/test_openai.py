@@ -140,9 +140,9 @@ async def test_server_errors_past_max_retries_name_endpoint_status_and_message(
 
 
 async def test_read_timeout_before_any_content_is_retried(server: SSEServer) -> None:
-    server.add(Stream(CODE, delay=1.0), Stream(CODE))
+    server.add(Stream(CODE, delay=3.0), Stream(CODE))
 
-    assert "".join(await collect(provider_for(server, timeout_seconds=0.1))) == CODE
+    assert "".join(await collect(provider_for(server, timeout_seconds=0.6))) == CODE
     assert len(server.requests) == 2
 
 
