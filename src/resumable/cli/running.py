@@ -49,28 +49,28 @@ def run_command(
     """
     from resumable.playbooks.runner import run_program
 
-    pin_hash_seed()
-    program = resolve_program(program)
-    _check_suffix(program, ".pb", "exec", "a Python script")
-    config = _config(config_path)
-    status = _status(config, quiet, events)
-
-    def started(run: str) -> None:
-        _announce(run)
-        status.started(run)
-
-    async def go() -> RunOutcome:
+    async def launch(
+        path: Path, config: Config, status: StatusDisplay, on_start: Callable[[str], None]
+    ) -> RunOutcome:
         return await run_program(
-            program,
+            path,
             config,
             env=os.environ,
             run_id=run_id,
             no_input=no_input,
-            on_start=started,
+            on_start=on_start,
             watch=status.progress,
         )
 
-    _finish(_watched(status, go), json_out=json_out)
+    _start(
+        program,
+        launch,
+        suffix=(".pb", "exec", "a Python script"),
+        config_path=config_path,
+        quiet=quiet,
+        events=events,
+        json_out=json_out,
+    )
 
 
 def _check_suffix(path: Path, wanted: str, other: str, what: str) -> None:
@@ -98,9 +98,55 @@ def exec_command(
     """
     from resumable.script import exec_script
 
+    async def launch(
+        path: Path, config: Config, status: StatusDisplay, on_start: Callable[[str], None]
+    ) -> RunOutcome:
+        return await exec_script(
+            path,
+            config,
+            env=os.environ,
+            run_id=run_id,
+            progress=_counted(status),
+            on_start=on_start,
+        )
+
+    _start(
+        script,
+        launch,
+        suffix=(".py", "run", "a playbook program"),
+        config_path=config_path,
+        quiet=quiet,
+        events=events,
+        json_out=json_out,
+    )
+
+
+# What `run` and `exec` each start: their driver, given the resolved program, the config,
+# the status display and the callback that announces the run's id.
+Launch = Callable[
+    [Path, Config, StatusDisplay, Callable[[str], None]], Coroutine[Any, Any, RunOutcome]
+]
+
+
+def _start(
+    program: Path,
+    launch: Launch,
+    *,
+    suffix: tuple[str, str, str],
+    config_path: Path | None,
+    quiet: bool,
+    events: str | None,
+    json_out: bool,
+) -> None:
+    """The start-up `run` and `exec` share, around the driver that ``launch`` calls.
+
+    The hash seed is pinned first (the process may start again with it), ``suffix`` is
+    what `_check_suffix` takes after the path, and the run's id is announced on stderr
+    before the status display takes it over.
+    """
     pin_hash_seed()
-    script = resolve_program(script)
-    _check_suffix(script, ".py", "run", "a playbook program")
+    program = resolve_program(program)
+    _check_suffix(program, *suffix)
     config = _config(config_path)
     status = _status(config, quiet, events)
 
@@ -108,17 +154,7 @@ def exec_command(
         _announce(run)
         status.started(run)
 
-    async def go() -> RunOutcome:
-        return await exec_script(
-            script,
-            config,
-            env=os.environ,
-            run_id=run_id,
-            progress=_counted(status),
-            on_start=started,
-        )
-
-    _finish(_watched(status, go), json_out=json_out)
+    _finish(_watched(status, lambda: launch(program, config, status, started)), json_out=json_out)
 
 
 @app.command("resume")
