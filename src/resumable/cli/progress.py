@@ -12,7 +12,6 @@ summary. ``--events json`` writes one JSON object per line on stderr instead.
 
 from __future__ import annotations
 
-import io
 import json
 import sys
 import threading
@@ -28,6 +27,7 @@ from rich.text import Text
 from resumable.config import Config
 from resumable.durability.progress import RunProgress
 from resumable.errors import UsageError
+from resumable.exec.wrapped_stream import WrappedStream
 
 QuietOption = Annotated[
     bool, typer.Option("--quiet", "-q", help="No status line and no retry notes: the summary only.")
@@ -41,12 +41,11 @@ Mode = Literal["live", "plain", "quiet", "json"]
 _REFRESH_SECONDS = 0.1
 
 
-class _Guard(io.TextIOBase):
+class _Guard(WrappedStream):
     """A program stream in front of the terminal: erases the status line before each write."""
 
     def __init__(self, real: TextIO, status: StatusDisplay) -> None:
-        super().__init__()
-        self.real = real
+        super().__init__(real)
         self.status = status
 
     def write(self, text: str) -> int:
@@ -60,30 +59,12 @@ class _Guard(io.TextIOBase):
                 self.status.held = not text.endswith("\n")
         return written
 
-    def flush(self) -> None:
-        self.real.flush()
-
-    def writable(self) -> bool:
-        return True
-
-    def isatty(self) -> bool:
-        return self.real.isatty()
-
-    def fileno(self) -> int:
-        return self.real.fileno()
-
-    @property
-    def encoding(self) -> str:  # type: ignore[override]
-        return getattr(self.real, "encoding", "utf-8")
-
     @property
     def buffer(self) -> Any:
         return getattr(self.real, "buffer", None)
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(
-            self.real, name
-        )  # the rest of the text-stream API, as the real stream has it
+        return getattr(self.real, name)  # the rest of the stream's API, as the real one has it
 
 
 class StatusDisplay:

@@ -19,17 +19,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, TextIO
 
+from resumable.exec.wrapped_stream import WrappedStream
+
 _current: contextvars.ContextVar[ProgramOutput | None] = contextvars.ContextVar(
     "resumable_output", default=None
 )
 
 
-class _Router(io.TextIOBase):
+class _Router(WrappedStream):
     """Sends writes to the current run's output, or to the real stream outside a run."""
 
     def __init__(self, real: TextIO) -> None:
-        super().__init__()
-        self.real = real
+        super().__init__(real)
         self.dirty = False
         """Written to since the last flush (so a checkpoint flushes only when needed)."""
         self._buffer: _BufferRouter | None = None
@@ -47,57 +48,12 @@ class _Router(io.TextIOBase):
         self.dirty = False
         self.real.flush()
 
-    def writable(self) -> bool:
-        return True
-
-    def isatty(self) -> bool:
-        return self.real.isatty()
-
-    def fileno(self) -> int:
-        return self.real.fileno()
-
-    # The rest of a text stream's API, as the program expects of sys.stdout/sys.stderr.
-    @property
-    def encoding(self) -> str:  # type: ignore[override]
-        return getattr(self.real, "encoding", None) or "utf-8"
-
-    @property
-    def errors(self) -> str | None:  # type: ignore[override]
-        return getattr(self.real, "errors", "strict")
-
-    @property
-    def newlines(self) -> Any:  # type: ignore[override]
-        return getattr(self.real, "newlines", None)
-
-    @property
-    def line_buffering(self) -> bool:
-        return bool(getattr(self.real, "line_buffering", False))
-
-    @property
-    def write_through(self) -> bool:
-        return bool(getattr(self.real, "write_through", False))
-
-    @property
-    def name(self) -> Any:
-        return getattr(self.real, "name", None)
-
-    @property
-    def mode(self) -> str:
-        return getattr(self.real, "mode", "w")
-
     @property
     def buffer(self) -> _BufferRouter:
         """The binary layer: bytes go where text goes (muted alike), after pending text."""
         if self._buffer is None:
             self._buffer = _BufferRouter(self)
         return self._buffer
-
-    def reconfigure(self, **settings: Any) -> None:
-        """``sys.stdout.reconfigure(encoding=..., line_buffering=...)`` changes the real stream."""
-        reconfigure = getattr(self.real, "reconfigure", None)
-        if reconfigure is None:
-            raise io.UnsupportedOperation(f"{type(self.real).__name__} cannot be reconfigured")
-        reconfigure(**settings)
 
     def __reduce__(self) -> tuple[Any, ...]:
         """A variable holding ``sys.stdout`` holds this process's stdout after a resume."""
