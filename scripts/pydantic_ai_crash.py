@@ -15,78 +15,32 @@ called more times in all than in the uninterrupted run.
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from crash_sweep import ROOT, Result, arguments, differences, run_example, sweep
+
 MAIN = ROOT / "examples" / "pydantic_ai" / "main.py"
 
 
-@dataclass(frozen=True)
-class Result:
-    answer: str
-    ledger: str
-    calls: int
-    returncode: int
-
-
-def run_example(folder: Path, *args: str, crash_after: int | None = None) -> Result:
+def run_trip(folder: Path, *args: str, crash_after: int | None = None) -> Result:
     """Run the example once (a crashed first process, if ``crash_after``, then a resume)."""
-    env = dict(os.environ)
-    env.update(
-        TRIP_LEDGER=str(folder / "ledger"),
-        TRIP_CALLS=str(folder / "calls"),
-        RESUMABLE_DURABILITY_SYNC="flush",
-        PYTHONPATH=os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")]),
-    )
-    env.pop("RESUMABLE_CRASH_AFTER", None)
-    command = [sys.executable, str(MAIN), *args]
-    first_rc = 0
-    if crash_after is not None:
-        crashed = subprocess.run(
-            command,
-            env={**env, "RESUMABLE_CRASH_AFTER": str(crash_after)},
-            cwd=folder,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        first_rc = crashed.returncode
-        if first_rc not in (0, -9):
-            raise RuntimeError(
-                f"crash run {crash_after} exited {first_rc}: {crashed.stderr[-2000:]}"
-            )
-    done = subprocess.run(
-        command, env=env, cwd=folder, capture_output=True, text=True, timeout=120, check=False
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"run exited {done.returncode}: {done.stderr[-3000:]}")
-    answer = [line for line in done.stdout.splitlines() if line.startswith("answer: ")]
-    calls = (folder / "calls").read_text().split() if (folder / "calls").exists() else []
-    return Result(
-        answer[-1] if answer else "",
-        (folder / "ledger").read_text() if (folder / "ledger").exists() else "",
-        len(calls),
-        first_rc,
-    )
+    files = {"TRIP_LEDGER": str(folder / "ledger"), "TRIP_CALLS": str(folder / "calls")}
+    return run_example(MAIN, folder, args, files, crash_after)
 
 
 def baselines(folder: Path, script: str = "trip") -> tuple[Result, Result]:
     """(the reference run - harness CodeMode for ``trip`` - and resumable without a crash)."""
     (folder / "reference").mkdir()
     (folder / "durable").mkdir()
-    durable = run_example(folder / "durable", "r1", "store", "--script", script)
+    durable = run_trip(folder / "durable", "r1", "store", "--script", script)
     if script != "trip":  # Monty runs no third-party library and no class
         return durable, durable
     for attempt in range(3):
         try:
-            reference = run_example(folder / "reference", "--harness", "--script", script)
+            reference = run_trip(folder / "reference", "--harness", "--script", script)
             break
         except RuntimeError as exc:
             # The harness's Monty interpreter has been seen to abort (SIGABRT, no output) on
@@ -104,42 +58,19 @@ def problems(
     """What differs after a crash at record ``n`` (empty: exact), and the first exit code."""
     work = folder / f"crash-{n}"
     work.mkdir()
-    got = run_example(work, "r1", "store", "--script", script, crash_after=n)
-    found = []
-    if got.answer != reference.answer:
-        found.append(f"answer {got.answer!r} != {reference.answer!r}")
-    if got.ledger != reference.ledger:
-        found.append(f"ledger {got.ledger!r} != {reference.ledger!r}")
-    if got.calls > durable.calls:
-        found.append(f"model called {got.calls} times, {durable.calls} without a crash")
-    return found, got.returncode
+    got = run_trip(work, "r1", "store", "--script", script, crash_after=n)
+    return differences(got, reference, durable), got.returncode
 
 
 def main(argv: list[str]) -> int:
-    script = "trip"
-    if "--script" in argv:
-        at = argv.index("--script")
-        script = argv[at + 1]
-        argv = argv[:at] + argv[at + 2 :]
+    parser = arguments(__doc__)
+    parser.add_argument("--script", default="trip", choices=["trip", "packer"])
+    args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        reference, durable = baselines(folder, script)
+        reference, durable = baselines(folder, args.script)
         print(f"reference: {reference.answer}; resumable: {durable.answer}; calls {durable.calls}")
-        wanted = [int(a) for a in argv] or None
-        n, failures = 0, 0
-        while True:
-            n += 1
-            if wanted is not None and n not in wanted:
-                if n > max(wanted):
-                    break
-                continue
-            found, rc = problems(n, folder, reference, durable, script)
-            print(f"N={n}: {'ok' if not found else '; '.join(found)}", flush=True)
-            failures += bool(found)
-            if rc == 0:  # the run completed before record N: every N was tried
-                break
-        print(f"{n} crash points, {failures} failed")
-        return 1 if failures else 0
+        return sweep(args.points, lambda n: problems(n, folder, reference, durable, args.script))
 
 
 if __name__ == "__main__":

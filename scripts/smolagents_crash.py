@@ -15,68 +15,33 @@ times in all than in the uninterrupted run.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+import crash_sweep
+from crash_sweep import ROOT, arguments, differences, sweep
+
 MAIN = ROOT / "examples" / "smolagents" / "run_agent.py"
 
 
 @dataclass(frozen=True)
-class Result:
-    answer: str
-    ledger: str
+class Result(crash_sweep.Result):
+    """A finished run, with the agent's memory steps as the example saved them."""
+
     memory: list[dict[str, object]]
-    calls: int
-    returncode: int
 
 
 def run_example(folder: Path, *args: str, crash_after: int | None = None) -> Result:
     """Run the example once (a crashed first process, if ``crash_after``, then a resume)."""
-    env = dict(os.environ)
-    env.update(
-        SHOP_LEDGER=str(folder / "ledger"),
-        SHOP_CALLS=str(folder / "calls"),
-        SHOP_MEMORY=str(folder / "memory.json"),
-        RESUMABLE_DURABILITY_SYNC="flush",
-        PYTHONPATH=os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")]),
-    )
-    env.pop("RESUMABLE_CRASH_AFTER", None)
-    command = [sys.executable, str(MAIN), *args]
-    first_rc = 0
-    if crash_after is not None:
-        crashed = subprocess.run(
-            command,
-            env={**env, "RESUMABLE_CRASH_AFTER": str(crash_after)},
-            cwd=folder,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        first_rc = crashed.returncode
-        if first_rc not in (0, -9):
-            raise RuntimeError(
-                f"crash run {crash_after} exited {first_rc}: {crashed.stderr[-2000:]}"
-            )
-    done = subprocess.run(
-        command, env=env, cwd=folder, capture_output=True, text=True, timeout=120, check=False
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"run exited {done.returncode}: {done.stderr[-3000:]}")
-    answer = [line for line in done.stdout.splitlines() if line.startswith("answer: ")]
-    calls = (folder / "calls").read_text().split() if (folder / "calls").exists() else []
-    return Result(
-        answer[-1] if answer else "",
-        (folder / "ledger").read_text() if (folder / "ledger").exists() else "",
-        json.loads((folder / "memory.json").read_text()),
-        len(calls),
-        first_rc,
-    )
+    files = {
+        "SHOP_LEDGER": str(folder / "ledger"),
+        "SHOP_CALLS": str(folder / "calls"),
+        "SHOP_MEMORY": str(folder / "memory.json"),
+    }
+    finished = crash_sweep.run_example(MAIN, folder, args, files, crash_after)
+    return Result(**vars(finished), memory=json.loads((folder / "memory.json").read_text()))
 
 
 def baselines(folder: Path) -> tuple[Result, Result]:
@@ -93,38 +58,19 @@ def problems(n: int, folder: Path, local: Result, durable: Result) -> tuple[list
     work = folder / f"crash-{n}"
     work.mkdir()
     got = run_example(work, "r1", str(work / "store"), crash_after=n)
-    found = []
-    if got.answer != local.answer:
-        found.append(f"answer {got.answer!r} != {local.answer!r}")
-    if got.ledger != local.ledger:
-        found.append(f"ledger {got.ledger!r} != {local.ledger!r}")
+    found = differences(got, local, durable)
     if got.memory != durable.memory:
         found.append("memory steps differ from the uninterrupted run")
-    if got.calls > durable.calls:
-        found.append(f"model called {got.calls} times, {durable.calls} without a crash")
     return found, got.returncode
 
 
 def main(argv: list[str]) -> int:
+    args = arguments(__doc__).parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         local, durable = baselines(folder)
         print(f"local answer: {local.answer}; durable: {durable.answer}; calls {durable.calls}")
-        wanted = [int(a) for a in argv] or None
-        n, failures = 0, 0
-        while True:
-            n += 1
-            if wanted is not None and n not in wanted:
-                if n > max(wanted):
-                    break
-                continue
-            found, rc = problems(n, folder, local, durable)
-            print(f"N={n}: {'ok' if not found else '; '.join(found)}", flush=True)
-            failures += bool(found)
-            if rc == 0:  # the run completed before record N: every N was tried
-                break
-        print(f"{n} crash points, {failures} failed")
-        return 1 if failures else 0
+        return sweep(args.points, lambda n: problems(n, folder, local, durable))
 
 
 if __name__ == "__main__":

@@ -9,8 +9,6 @@ itself tries every one.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,19 +26,10 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai_harness import CodeMode
 
+import pydantic_ai_crash as crash
 import resumable
 from resumable.errors import NonDeterminismError, RunBusyError, UsageError
 from resumable.integrations.pydantic_ai import ResumableCodeMode, ResumableDurability
-
-ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location(
-    "pydantic_ai_crash", ROOT / "scripts" / "pydantic_ai_crash.py"
-)
-assert _spec is not None
-assert _spec.loader is not None
-crash = importlib.util.module_from_spec(_spec)
-sys.modules["pydantic_ai_crash"] = crash  # dataclasses look their module up
-_spec.loader.exec_module(crash)
 
 SAMPLE = [2, 11, 20, 29, 38]
 """Crash points tested here (the trip run writes 44 records); the script tries every one."""

@@ -7,8 +7,6 @@ deterministic sample of crash points; the script itself tries every one.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,18 +16,9 @@ from smolagents.local_python_executor import InterpreterError
 from smolagents.memory import ActionStep
 from smolagents.models import ChatMessage, MessageRole, Model
 
+import smolagents_crash as crash
 from resumable.errors import UsageError
 from resumable.integrations.smolagents import DurablePythonExecutor, durable_agent
-
-ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location(
-    "smolagents_crash", ROOT / "scripts" / "smolagents_crash.py"
-)
-assert _spec is not None
-assert _spec.loader is not None
-crash = importlib.util.module_from_spec(_spec)
-sys.modules["smolagents_crash"] = crash  # dataclasses look their module up
-_spec.loader.exec_module(crash)
 
 SAMPLE = [2, 13, 25, 37, 49]
 """Crash points tested here (the run writes 54 records); the script tries every one."""
