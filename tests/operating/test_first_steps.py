@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from importlib.metadata import version
+from importlib.metadata import metadata
 from pathlib import Path
 
 import pexpect
@@ -24,7 +24,10 @@ from resumable.playbooks.primitives import answer_problem, approval, parse_answe
 def test_version_comes_from_the_package_metadata(tmp_path: Path) -> None:
     shown = resumable(["--version"], tmp_path)
     assert shown.code == 0
-    assert shown.stdout == f"resumable {version('resumable')}\n"
+    about = metadata("resumable")
+    first, *urls = shown.stdout.splitlines()
+    assert first == f"resumable {about['Version']}"
+    assert urls == [entry.replace(", ", ": ", 1) for entry in about.get_all("Project-URL") or ()]
 
 
 def test_shell_completion_is_offered(tmp_path: Path) -> None:

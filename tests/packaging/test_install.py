@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tomllib
 import venv
 import zipfile
 from pathlib import Path
@@ -56,6 +57,26 @@ def test_the_wheel_carries_license_and_examples(wheel: Path) -> None:
     assert "resumable/py.typed" in names
     assert "resumable/ui/templates/run.html" in names
     assert "resumable/ui/static/live.js" in names
+
+
+def test_the_wheel_and_version_name_where_the_project_lives(wheel: Path, fresh_env: Path) -> None:
+    urls = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]
+    assert list(urls) == ["Homepage", "Documentation", "Issues", "Source"]
+    assert all(url.startswith(urls["Homepage"]) for url in urls.values())
+    with zipfile.ZipFile(wheel) as archive:
+        (name,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+        fields = archive.read(name).decode().splitlines()
+    listed = [f.removeprefix("Project-URL: ") for f in fields if f.startswith("Project-URL: ")]
+    assert listed == [f"{label}, {url}" for label, url in urls.items()]
+    shown = subprocess.run(
+        [str(fresh_env / "bin" / "resumable"), "--version"],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=OUTSIDE,
+    ).stdout.splitlines()
+    assert shown[1:] == [f"{label}: {url}" for label, url in urls.items()]
 
 
 def test_core_install_has_no_server_drivers(fresh_env: Path) -> None:

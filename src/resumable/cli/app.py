@@ -82,13 +82,19 @@ def pin_hash_seed() -> None:
 
 
 def _version(value: bool) -> None:
+    """The version on the first line (scripts read it), then where the project lives."""
     if value:
-        from importlib.metadata import PackageNotFoundError, version
+        from importlib.metadata import PackageNotFoundError, metadata
 
         try:
-            print(f"resumable {version('resumable')}")
+            about = metadata("resumable")
         except PackageNotFoundError:  # a source tree that was never installed
             print("resumable (version unknown: not installed; `pip install .` records it)")
+            raise typer.Exit(0) from None
+        print(f"resumable {about['Version']}")
+        for entry in about.get_all("Project-URL") or ():
+            label, _, url = entry.partition(", ")
+            print(f"{label}: {url}")
         raise typer.Exit(0)
 
 

@@ -26,7 +26,8 @@ variable, a newline) is refused before anything is created or looked up.
 Every command takes `--config PATH` (default: `./playbooks.toml`, or the file named
 by `RESUMABLE_CONFIG`). stdout carries only what the program prints, or JSON with
 `--json`; everything `resumable` says goes to stderr. `resumable --version` prints the
-version; `resumable --install-completion` installs shell completion (bash, zsh, fish,
+version on its first line, then the project's links (home page, documentation, issues,
+source); `resumable --install-completion` installs shell completion (bash, zsh, fish,
 PowerShell) and `--show-completion` prints it.
 
 | exit code | meaning |
