@@ -20,6 +20,20 @@ OUTSIDE = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTU
 """The environment of a user's shell: nothing points Python at this checkout's sources."""
 
 
+def installed(
+    env: Path, *args: str, cwd: Path | None = None, environ: dict[str, str] = OUTSIDE
+) -> subprocess.CompletedProcess[str]:
+    """The `resumable` command of the fresh environment, as a user's shell runs it."""
+    return subprocess.run(
+        [str(env / "bin" / "resumable"), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=environ,
+    )
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("dist")
@@ -68,14 +82,7 @@ def test_the_wheel_and_version_name_where_the_project_lives(wheel: Path, fresh_e
         fields = archive.read(name).decode().splitlines()
     listed = [f.removeprefix("Project-URL: ") for f in fields if f.startswith("Project-URL: ")]
     assert listed == [f"{label}, {url}" for label, url in urls.items()]
-    shown = subprocess.run(
-        [str(fresh_env / "bin" / "resumable"), "--version"],
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=OUTSIDE,
-    ).stdout.splitlines()
+    shown = installed(fresh_env, "--version").stdout.splitlines()
     assert shown[1:] == [f"{label}: {url}" for label, url in urls.items()]
 
 
@@ -93,24 +100,10 @@ def test_core_install_has_no_server_drivers(fresh_env: Path) -> None:
 
 
 def test_installed_examples_run_by_name(fresh_env: Path, tmp_path: Path) -> None:
-    run = subprocess.run(
-        [str(fresh_env / "bin" / "resumable"), "run", "scenario"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=OUTSIDE,
-    )
+    run = installed(fresh_env, "run", "scenario", cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     assert "Done: 42, 32" in run.stdout
-    listed = subprocess.run(
-        [str(fresh_env / "bin" / "resumable"), "examples"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=OUTSIDE,
-    )
+    listed = installed(fresh_env, "examples", cwd=tmp_path)
     assert "resumable run scenario" in listed.stdout
 
 
@@ -127,13 +120,14 @@ def test_a_missing_extra_is_one_line(
 ) -> None:
     config = tmp_path / "playbooks.toml"
     config.write_text(f"[durability]\n{settings}\n")
-    run = subprocess.run(
-        [str(fresh_env / "bin" / "resumable"), "run", "scenario", "--config", str(config)],
+    run = installed(
+        fresh_env,
+        "run",
+        "scenario",
+        "--config",
+        str(config),
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={"K": "0" * 64, "PATH": "/usr/bin:/bin"},
+        environ={"K": "0" * 64, "PATH": "/usr/bin:/bin"},
     )
     assert run.returncode == 2
     assert len(run.stderr.strip().splitlines()) == 1, run.stderr
@@ -144,14 +138,7 @@ def test_a_missing_extra_is_one_line(
 
 
 def test_the_inspector_without_its_extra_is_one_line(fresh_env: Path, tmp_path: Path) -> None:
-    run = subprocess.run(
-        [str(fresh_env / "bin" / "resumable"), "ui", "--port", "0"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=OUTSIDE,
-    )
+    run = installed(fresh_env, "ui", "--port", "0", cwd=tmp_path)
     assert run.returncode == 2
     assert run.stderr.splitlines() == [
         "resumable: error: resumable ui needs the starlette package, which is not installed: "

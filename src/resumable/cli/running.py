@@ -62,20 +62,17 @@ def run_command(
             watch=status.progress,
         )
 
-    _start(
-        program,
-        launch,
-        suffix=(".pb", "exec", "a Python script"),
-        config_path=config_path,
-        quiet=quiet,
-        events=events,
-        json_out=json_out,
-    )
+    _start(program, ".pb", launch, config_path, quiet, events, json_out)
 
 
-def _check_suffix(path: Path, wanted: str, other: str, what: str) -> None:
+_COMMAND_FOR = {".pb": ("run", "a playbook program"), ".py": ("exec", "a Python script")}
+"""The command that runs a file of each kind, and what the file is."""
+
+
+def _check_suffix(path: Path, wanted: str) -> None:
     """`run` takes .pb programs and `exec` .py scripts: point at the other command."""
-    if path.suffix != wanted and path.suffix in (".py", ".pb"):
+    if path.suffix != wanted and path.suffix in _COMMAND_FOR:
+        other, what = _COMMAND_FOR[path.suffix]
         _fail(
             UsageError(f"{path} is {what}: run it with `resumable {other} {path}`", path=str(path))
         )
@@ -110,15 +107,7 @@ def exec_command(
             on_start=on_start,
         )
 
-    _start(
-        script,
-        launch,
-        suffix=(".py", "run", "a playbook program"),
-        config_path=config_path,
-        quiet=quiet,
-        events=events,
-        json_out=json_out,
-    )
+    _start(script, ".py", launch, config_path, quiet, events, json_out)
 
 
 # What `run` and `exec` each start: their driver, given the resolved program, the config,
@@ -130,9 +119,8 @@ Launch = Callable[
 
 def _start(
     program: Path,
+    suffix: str,
     launch: Launch,
-    *,
-    suffix: tuple[str, str, str],
     config_path: Path | None,
     quiet: bool,
     events: str | None,
@@ -140,13 +128,13 @@ def _start(
 ) -> None:
     """The start-up `run` and `exec` share, around the driver that ``launch`` calls.
 
-    The hash seed is pinned first (the process may start again with it), ``suffix`` is
-    what `_check_suffix` takes after the path, and the run's id is announced on stderr
-    before the status display takes it over.
+    The hash seed is pinned first (the process may start again with it), the program
+    must have the command's ``suffix``, and the run's id is announced on stderr before
+    the status display takes it over.
     """
     pin_hash_seed()
     program = resolve_program(program)
-    _check_suffix(program, *suffix)
+    _check_suffix(program, suffix)
     config = _config(config_path)
     status = _status(config, quiet, events)
 

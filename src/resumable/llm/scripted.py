@@ -156,29 +156,33 @@ class ScriptedProvider:
         """The scripted response for this call; a clear error when the file has none."""
         answers = self.responses.get(request.playbook, ())
         if request.call_index < 1 or request.call_index > len(answers):
-            raise LLMError(
+            raise self._error(
+                request,
                 f"no scripted response for call {request.call_index} of playbook "
                 f"{request.playbook!r} (frame {request.frame_id}) in {self.path}, which has "
                 f"{len(answers)}: add a [[{request.playbook}]] response",
-                playbook=request.playbook,
-                call_index=request.call_index,
-                frame_id=request.frame_id,
-                path=str(self.path),
             )
         return answers[request.call_index - 1]
+
+    def _error(self, request: LLMRequest, message: str) -> LLMError:
+        """An error about this call of the script, naming the call and the file."""
+        return LLMError(
+            message,
+            playbook=request.playbook,
+            call_index=request.call_index,
+            frame_id=request.frame_id,
+            path=str(self.path),
+        )
 
     async def stream(self, request: LLMRequest) -> AsyncGenerator[str, None]:
         self._usage = None
         response = self.response_for(request)
         if not response.startswith(request.prefix):
-            raise LLMError(
+            raise self._error(
+                request,
                 f"recorded prefix does not match the scripted response for call "
                 f"{request.call_index} of playbook {request.playbook!r} "
                 f"(frame {request.frame_id}): was {self.path} edited since the run started?",
-                playbook=request.playbook,
-                call_index=request.call_index,
-                frame_id=request.frame_id,
-                path=str(self.path),
             )
         call = ScriptedCall(
             request.playbook, request.call_index, request.frame_id, len(request.prefix)

@@ -71,10 +71,7 @@ class RedisStore(RedisConnection):
     async def create_run(self, meta: RunMeta) -> None:
         check_run_id(meta.run_id)
         check_status(meta)
-        keys = [self._key(meta.run_id), f"{self.prefix}:runs"]
-        result = await self._run(
-            "create", keys, [_meta_json(meta), repr(meta.created_at), meta.run_id], durable=True
-        )
+        result = await self._write_meta("create", meta)
         if result[0] == 2:
             raise already_exists(meta.run_id, self.url)
 
@@ -87,12 +84,15 @@ class RedisStore(RedisConnection):
 
     async def put_meta(self, meta: RunMeta) -> None:
         check_status(meta)
-        keys = [self._key(meta.run_id), f"{self.prefix}:runs"]
-        result = await self._run(
-            "put_meta", keys, [_meta_json(meta), repr(meta.created_at), meta.run_id], durable=True
-        )
+        result = await self._write_meta("put_meta", meta)
         if result[0] == 1:
             raise not_found(meta.run_id, self.url)
+
+    async def _write_meta(self, script: str, meta: RunMeta) -> list[Any]:
+        """Write the run's metadata and its place in the list of runs, in one script."""
+        keys = [self._key(meta.run_id), f"{self.prefix}:runs"]
+        args = [_meta_json(meta), repr(meta.created_at), meta.run_id]
+        return await self._run(script, keys, args, durable=True)
 
     async def list_runs(self) -> list[RunSummary]:
         client = self._require()
