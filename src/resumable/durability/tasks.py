@@ -28,6 +28,7 @@ __all__ = [
     "TaskCursor",
     "current_cursor",
     "install_task_keys",
+    "outside_keys",
     "reset_cursor",
     "set_cursor",
 ]
@@ -123,6 +124,18 @@ def set_cursor(cursor: TaskCursor | None) -> contextvars.Token[TaskCursor | None
 
 def reset_cursor(token: contextvars.Token[TaskCursor | None]) -> None:
     _cursor.reset(token)
+
+
+class outside_keys:
+    """Runtime work inside a task's await: it spawns nothing that gets a key."""
+
+    __slots__ = ("_token",)
+
+    def __enter__(self) -> None:
+        self._token = _cursor.set(None)
+
+    def __exit__(self, *exc: object) -> None:
+        _cursor.reset(self._token)
 
 
 def install_task_keys(loop: asyncio.AbstractEventLoop) -> None:
