@@ -117,6 +117,7 @@ class FrameRecorder(HookBase):
         on_live: Callable[[], None] | None = None,
         exclude: Collection[str] = ("__builtins__", "__resumable__"),
         extras: Callable[[], Awaitable[dict[str, Any]]] | None = None,
+        on_answer: Callable[[str], None] | None = None,
         task_names: int = 0,
     ) -> None:
         self.manager = manager
@@ -132,6 +133,8 @@ class FrameRecorder(HookBase):
         self._exclude = exclude
         self._extras = extras
         """Run-level state to carry in the same boundary record (e.g. agent-wide state)."""
+        self._on_answer = on_answer
+        """Told the idempotency key of each await replay answers from the log."""
         self._index = -1
         self._generation = 0
         self._live = False
@@ -297,6 +300,8 @@ class FrameRecorder(HookBase):
             discard(awaitable)
             if self._order is not None:
                 await self._order.turn(entry.seq)
+            if self._on_answer is not None:
+                self._on_answer(self.full_key(key))
             return self._answer(entry)  # type: ignore[no-any-return]
         if awaitable is None:
             assert start is not None
