@@ -68,8 +68,9 @@ def run_forked(
         code = 70
         try:
             os.chdir(cwd)
+            environment = _env(env)  # read before clearing: it starts from this environment
             os.environ.clear()
-            os.environ.update(_env(env))
+            os.environ.update(environment)
             for fd, path in ((1, out), (2, err)):
                 target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
                 os.dup2(target, fd)

@@ -51,7 +51,7 @@ def is_foreign(awaitable: Any) -> bool:
     """True if awaiting ``awaitable`` from program code is journaled."""
     if isinstance(awaitable, types.CoroutineType):
         return _foreign_code(awaitable)
-    if isinstance(awaitable, asyncio.Future):
+    if asyncio.isfuture(awaitable):
         return False
     method = getattr(type(awaitable), "__await__", None)
     code = getattr(method, "__code__", None)

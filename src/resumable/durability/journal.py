@@ -31,19 +31,23 @@ import warnings
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Collection, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from resumable.durability.divergence import never_reached, site_changed, site_missed
+from resumable.durability.fast_forward import FastForward, program_method
 from resumable.durability.foreign import is_foreign
 from resumable.durability.order import ReplayOrder
+from resumable.durability.recording import NEW_MODEL, discard, legacy_leaves, record_value
 from resumable.durability.state import AwaitEntry
 from resumable.durability.tasks import (
     Key,
     TaskCursor,
     current_cursor,
     install_task_keys,
+    outside_keys,
     reset_cursor,
     set_cursor,
 )
-from resumable.errors import CodeError, NonDeterminismError
-from resumable.exec.hooks import DirectHook, HookBase, is_program_code, is_program_generator
+from resumable.errors import CodeError
+from resumable.exec.hooks import DirectHook, HookBase, is_program_generator
 from resumable.exec.streaming import Statement
 
 if TYPE_CHECKING:
@@ -57,9 +61,6 @@ _in_flight: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 )
 
 _DIRECT = DirectHook()
-
-NEW_MODEL = -1
-"""The ``n`` of an await record written by this model (older logs hold a key counter)."""
 
 
 def idempotency_key() -> str:
@@ -96,35 +97,6 @@ def await_key() -> str | None:
     return None
 
 
-class ReplayDiverged(BaseException):
-    """Replay left the recorded path: carries the NonDeterminismError for the runner.
-
-    A BaseException, so ``except Exception:`` in the program cannot swallow it and let
-    the run go on along a path the log never saw.
-    """
-
-    def __init__(self, error: NonDeterminismError) -> None:
-        super().__init__(error.message)
-        self.error = error
-
-
-def _discard(awaitable: Awaitable[Any] | None) -> None:
-    """Drop an awaitable that replay answers from the log, without running it."""
-    if inspect.iscoroutine(awaitable):
-        awaitable.close()
-    elif isinstance(awaitable, asyncio.Future):
-        awaitable.cancel()
-
-
-def legacy_leaves(journal: dict[Any, AwaitEntry]) -> dict[Any, AwaitEntry]:
-    """An in-progress journal of the older model, as this model keys it (root task only)."""
-    if not journal or all(entry.next_key == NEW_MODEL for entry in journal.values()):
-        return journal
-    leaves = [e for k, e in journal.items() if isinstance(k, int) and e.next_key == k + 1]
-    leaves.sort(key=lambda entry: entry.seq)
-    return dict(enumerate(leaves))
-
-
 class FrameRecorder(HookBase):
     """The durable hook and statement observer of one frame.
 
@@ -145,6 +117,7 @@ class FrameRecorder(HookBase):
         on_live: Callable[[], None] | None = None,
         exclude: Collection[str] = ("__builtins__", "__resumable__"),
         extras: Callable[[], Awaitable[dict[str, Any]]] | None = None,
+        on_answer: Callable[[str], None] | None = None,
         task_names: int = 0,
     ) -> None:
         self.manager = manager
@@ -160,6 +133,8 @@ class FrameRecorder(HookBase):
         self._exclude = exclude
         self._extras = extras
         """Run-level state to carry in the same boundary record (e.g. agent-wide state)."""
+        self._on_answer = on_answer
+        """Told the idempotency key of each await replay answers from the log."""
         self._index = -1
         self._generation = 0
         self._live = False
@@ -251,15 +226,7 @@ class FrameRecorder(HookBase):
         leftover = self._end_statement()
         if leftover:
             first = min(leftover.values(), key=lambda entry: entry.seq)
-            raise ReplayDiverged(
-                NonDeterminismError(
-                    f"statement {index} (line {statement.line}) finished without reaching await "
-                    f"site {first.site} that the log recorded; the program is not deterministic",
-                    frame=self.frame_id,
-                    site=first.site,
-                    seq=first.seq,
-                )
-            )
+            raise site_missed(self.frame_id, index, statement.line, first)
         capture = self.snapshotter.capture(self.namespace, exclude=self._exclude)
         await self.manager.put_blobs(capture.new_blobs)
         unchanged = capture.data == self._last_ns
@@ -305,9 +272,9 @@ class FrameRecorder(HookBase):
             # own foreign awaits are journaled where they are).
             return proxy
         proxy._hook = self  # type: ignore[attr-defined]
-        if _program_method(iterator, "__anext__"):
+        if program_method(iterator, "__anext__"):
             return proxy  # each step's awaitable is judged as any other await
-        return _FastForward(self, proxy, iterator)
+        return FastForward(self, proxy, iterator)
 
     def await_(self, site: str, awaitable: Awaitable[T]) -> Awaitable[T]:
         cursor = current_cursor()
@@ -330,15 +297,17 @@ class FrameRecorder(HookBase):
         key = cursor.take()
         entry = self._replayed_entry(key, site, awaitable)
         if entry is not None:
-            _discard(awaitable)
+            discard(awaitable)
             if self._order is not None:
                 await self._order.turn(entry.seq)
+            if self._on_answer is not None:
+                self._on_answer(self.full_key(key))
             return self._answer(entry)  # type: ignore[no-any-return]
         if awaitable is None:
             assert start is not None
             awaitable = start()
         if self.manager.deferred:
-            with _outside():
+            with outside_keys():
                 await self.manager.flush()
         flight = _in_flight.set(self.full_key(key))
         token = set_cursor(None)
@@ -350,7 +319,7 @@ class FrameRecorder(HookBase):
         finally:
             reset_cursor(token)
             _in_flight.reset(flight)
-        with _outside():
+        with outside_keys():
             await self._record(cursor, key, site, "v", result)
         return result
 
@@ -364,20 +333,10 @@ class FrameRecorder(HookBase):
         if entry is None:
             return None
         if entry.site != site:
-            _discard(awaitable)
+            discard(awaitable)
             if self._order is not None:
                 self._order.cancel()
-            raise ReplayDiverged(
-                NonDeterminismError(
-                    f"replay reached await site {site} where the log recorded site "
-                    f"{entry.site} (key {key} of statement {self._index}); the program "
-                    "is not deterministic (does it branch on the clock or randomness?)",
-                    frame=self.frame_id,
-                    site=site,
-                    recorded_site=entry.site,
-                    seq=entry.seq,
-                )
-            )
+            raise site_changed(self.frame_id, self._index, key, site, entry)
         if entry.outcome == "x":  # not replayable: made again
             self._replayed(entry)
             return None
@@ -396,16 +355,7 @@ class FrameRecorder(HookBase):
 
     def _stuck(self, seq: int, waiting: list[int]) -> BaseException:
         expected = next((e.site for e in self._replay.values() if e.seq == seq), "?")
-        return ReplayDiverged(
-            NonDeterminismError(
-                f"replay of statement {self._index} never reached await site {expected} "
-                f"(record {seq}) that the log says completed next, while awaits recorded at "
-                f"{waiting} waited for it; the program is not deterministic",
-                frame=self.frame_id,
-                site=expected,
-                seq=seq,
-            )
-        )
+        return never_reached(self.frame_id, self._index, expected, seq, waiting)
 
     def _replayed(self, entry: AwaitEntry) -> None:
         if self._on_live is not None and (
@@ -422,16 +372,9 @@ class FrameRecorder(HookBase):
         if not self.live(cursor):
             return  # the statement is over: a task it left running is not journaled
         body = self._body(key, site, outcome)
-        try:
-            pickled = self.snapshotter.dumps_value(value, self.namespace)
-        except Exception as exc:  # not picklable: this await will run again on resume
-            body["o"] = "x"
-            body["v"] = f"{type(value).__name__}: {exc}"
-        else:
-            body["v"] = pickled.data
-            if pickled.blobs:
-                body["b"] = sorted(pickled.blobs)
-                await self.manager.put_blobs(pickled.new_blobs)
+        blobs, _ = record_value(body, self.snapshotter, value, self.namespace)
+        if blobs:
+            await self.manager.put_blobs(blobs)
         await self.manager.write_await(self.frame_id, body)
 
     def _defer(self, cursor: TaskCursor, key: Key, site: str, outcome: str, value: Any) -> None:
@@ -439,12 +382,8 @@ class FrameRecorder(HookBase):
         if not self.live(cursor):
             return
         body = self._body(key, site, outcome)
-        blobs: dict[str, bytes] = {}
-        try:
-            pickled = self.snapshotter.dumps_value(value, self.namespace)
-        except Exception as exc:
-            body["o"] = "x"
-            body["v"] = f"{type(value).__name__}: {exc}"
+        blobs, exc = record_value(body, self.snapshotter, value, self.namespace)
+        if exc is not None:
             warnings.warn(
                 f"{site.removeprefix('step:')} returned a {type(value).__name__} that cannot "
                 f"be pickled ({exc}); the step will run again if the run is resumed before "
@@ -452,57 +391,4 @@ class FrameRecorder(HookBase):
                 RuntimeWarning,
                 stacklevel=4,
             )
-        else:
-            body["v"] = pickled.data
-            if pickled.blobs:
-                body["b"] = sorted(pickled.blobs)
-                blobs = dict(pickled.new_blobs)
         self.manager.defer_await(self.frame_id, body, blobs)
-
-
-class _outside:
-    """Runtime work inside a task's await: it spawns nothing that gets a key."""
-
-    __slots__ = ("_token",)
-
-    def __enter__(self) -> None:
-        self._token = set_cursor(None)
-
-    def __exit__(self, *exc: object) -> None:
-        reset_cursor(self._token)
-
-
-def _program_method(obj: Any, name: str) -> bool:
-    method = getattr(type(obj), name, None)
-    code = getattr(method, "__code__", None)
-    return code is not None and is_program_code(code)
-
-
-class _FastForward(AsyncIterator[T]):
-    """Steps of a foreign async iterator, journaled; after replay the iterator is advanced.
-
-    Replay answers the steps taken before the crash from the log without touching the
-    fresh iterator, so before its first live step the iterator is advanced past them
-    (their items are read again and dropped).
-    """
-
-    def __init__(
-        self, recorder: FrameRecorder, proxy: AsyncIterator[T], iterator: AsyncIterator[T]
-    ) -> None:
-        self._recorder = recorder
-        self._proxy = proxy
-        self._iterator = iterator
-        self._behind = 0
-
-    def __aiter__(self) -> _FastForward[T]:
-        return self
-
-    async def __anext__(self) -> T:
-        if self._recorder.will_replay():
-            self._behind += 1
-        else:
-            while self._behind:
-                self._behind -= 1
-                with _outside():
-                    await self._iterator.__anext__()
-        return await self._proxy.__anext__()

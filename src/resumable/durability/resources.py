@@ -40,6 +40,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any, Final
 
+from resumable.durability.finished import reduce_task
 from resumable.durability.lost import LostVariable
 from resumable.exec.output import standard_stream
 
@@ -233,6 +234,7 @@ RESOURCE_REDUCERS: Final[dict[type, Callable[[Any], tuple[Any, ...]]]] = {
     queue.SimpleQueue: _reduce_simple_queue,
     contextvars.ContextVar: _reduce_context_var,
     threading.Thread: _refuse_thread,
+    asyncio.Task: reduce_task,
     **dict.fromkeys(
         (
             *(asyncio.Lock, asyncio.Event, asyncio.Condition, asyncio.Semaphore),

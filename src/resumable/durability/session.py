@@ -376,7 +376,7 @@ async def resume_session(
     A replay that leaves the recorded path fails the run: going on would act on a
     history the log never saw.
     """
-    from resumable.durability.journal import ReplayDiverged
+    from resumable.durability.divergence import ReplayDiverged
 
     kind = session.state.kind
     driver = _DRIVERS.get(kind)

@@ -9,7 +9,8 @@ Record kinds and their bodies (short keys: they are written at every await):
 
 =========  ================================================================
 run        program, kind, source (the exact text that runs), entry
-frame      playbook, parent, key (the parent's await key), args (pickle)
+frame      playbook, parent, key (the parent's await key), args (pickle), agent
+           (agent-wide state, when the caller's statement changed it)
 turn       t (turn index), prompt (messages), rf (version of the reply filter the
            response goes through; absent: none, the response is run as received),
            fix (replies in a row before this one that failed: errors, no code)
@@ -23,7 +24,7 @@ stmt       t, i, end (offset after the statement in the text the executor ran:
            unchanged), b (blob digests), err, lost, agent (agent-wide state, when
            the statement changed it), tn (tasks the program has spawned unnamed so
            far, when it changed: the next one is Task-(tn+2))
-return     v (pickle of the frame's return value)
+return     v (pickle of the frame's return value), agent (as in stmt)
 status     status, detail (waiting question, failure message, ...)
 ask        key (the await's idempotency key), kind, prompt, timeout, at
 answer     key, value (the human's text)
@@ -97,6 +98,11 @@ class FrameState:
     returned: bool = False
     result: bytes | None = None
     last_seq: int = 0
+    agent: bytes | None = None
+    """Agent-wide state as of the frame's newest boundary (or its call, or its return):
+    what a resume restores on entering the frame, so its statement in progress starts
+    from the agent state it started from. ``b""``: none yet; None: not known (a
+    snapshot older than this field)."""
 
     def journal_blobs(self) -> list[str]:
         """Blob digests the results of the statement in progress refer to."""
@@ -158,8 +164,7 @@ class RunState:
                 frame.lost = dict(body.get("lost") or {})
             frame.journal = {}
             frame.journal_stmt = None
-            if "agent" in body:
-                self.agent = body["agent"]
+            frame.agent = self._agent_of(body)
             if "tn" in body:
                 frame.task_names = body["tn"]
             if body.get("err"):
@@ -195,10 +200,12 @@ class RunState:
             frame.playbook = body.get("playbook")
             frame.parent = body.get("parent")
             frame.args = body.get("args")
+            frame.agent = self._agent_of(body)
         elif kind == "return":
             frame = self.frame(record.frame)
             frame.returned = True
             frame.result = body.get("v")
+            frame.agent = self._agent_of(body)
         elif kind == "run":
             self.run_id = record.run_id
             self.program = body["program"]
@@ -226,6 +233,12 @@ class RunState:
             frame_state = self.frames.get(record.frame)
             if frame_state is not None:
                 frame_state.last_seq = record.seq
+
+    def _agent_of(self, body: dict[str, Any]) -> bytes | None:
+        """The agent state after a frame's record (which carries it when it changed)."""
+        if "agent" in body:
+            self.agent = body["agent"]
+        return b"" if self.agent is None else self.agent
 
     # -- snapshots ----------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -298,6 +311,7 @@ def _frame_to_dict(frame: FrameState) -> dict[str, Any]:
         "last_seq": frame.last_seq,
         "task_names": frame.task_names,
         "output": frame.output,
+        "agent": frame.agent,
     }
 
 
@@ -320,6 +334,7 @@ def _frame_from_dict(data: dict[str, Any]) -> FrameState:
         last_seq=data["last_seq"],
         task_names=data.get("task_names", 0),
         output=data.get("output", 0),
+        agent=data.get("agent"),
     )
     for index, text, complete, prompt, usage, ms, *rest in data["turns"]:
         chunks = [text] if text else []

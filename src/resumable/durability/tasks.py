@@ -28,6 +28,7 @@ __all__ = [
     "TaskCursor",
     "current_cursor",
     "install_task_keys",
+    "outside_keys",
     "reset_cursor",
     "set_cursor",
 ]
@@ -125,8 +126,39 @@ def reset_cursor(token: contextvars.Token[TaskCursor | None]) -> None:
     _cursor.reset(token)
 
 
+class outside_keys:
+    """Runtime work inside a task's await: it spawns nothing that gets a key."""
+
+    __slots__ = ("_token",)
+
+    def __enter__(self) -> None:
+        self._token = _cursor.set(None)
+
+    def __exit__(self, *exc: object) -> None:
+        _cursor.reset(self._token)
+
+
+def _in_argument_order(as_completed: Callable[..., Any]) -> Callable[..., Any]:
+    """``asyncio.as_completed`` spawning the tasks of bare coroutines in argument order.
+
+    CPython spawns them while iterating a set of the coroutines, an order that changes
+    from one process to the next; program code gets them spawned in the order it passed
+    them, so each keeps its key on replay.
+    """
+
+    def stable(fs: Any, **kwargs: Any) -> Any:
+        if current_cursor() is not None and not (asyncio.isfuture(fs) or asyncio.iscoroutine(fs)):
+            fs = [asyncio.ensure_future(f) for f in dict.fromkeys(fs)]
+        return as_completed(fs, **kwargs)
+
+    stable._resumable_keys = True  # type: ignore[attr-defined]
+    return stable
+
+
 def install_task_keys(loop: asyncio.AbstractEventLoop) -> None:
     """Wrap ``loop.create_task`` so tasks spawned by program code get keys (idempotent)."""
+    if not getattr(asyncio.as_completed, "_resumable_keys", False):
+        asyncio.as_completed = asyncio.tasks.as_completed = _in_argument_order(asyncio.as_completed)
     create = loop.create_task
     if getattr(create, "_resumable_keys", False):
         return

@@ -224,13 +224,14 @@ class PlaybookRuntime:
         frame = session.state.frames.get(frame_id)
         if frame is None or frame.playbook is None:
             pickled = session.snapshotter.dumps_value(args, {})
-            await manager.write(
-                "frame", frame_id, {"playbook": name, "parent": parent, "args": pickled.data}
-            )
+            body = {"playbook": name, "parent": parent, "args": pickled.data}
+            await manager.write("frame", frame_id, body | await self._agent_changes())
             frame = session.state.frame(frame_id)
-        elif frame.returned:
-            self._maybe_live(frame, replaying=False)
-            return self._load(frame.result)
+        else:
+            self._restore_agent(frame)
+            if frame.returned:
+                self._maybe_live(frame, replaying=False)
+                return self._load(frame.result)
         namespace, exclude = self._namespace(spec, frame_id, args)
         await session.restore_frame(frame, namespace)
         recorder = FrameRecorder(
@@ -244,6 +245,7 @@ class PlaybookRuntime:
             on_live=self.go_live,
             exclude=exclude,
             extras=self._agent_changes,
+            on_answer=self._call_answered,
             task_names=frame.task_names,
         )
         recorder.set_previous_namespace(frame.ns)
@@ -255,7 +257,8 @@ class PlaybookRuntime:
             await self.turns.run(spec, frame, namespace, recorder, args)
         except PlaybookReturn as done:
             pickled = session.snapshotter.dumps_value(done.value, namespace)
-            await manager.write("return", frame_id, {"v": pickled.data})
+            body = {"v": pickled.data} | await self._agent_changes()
+            await manager.write("return", frame_id, body)
             return done.value
         finally:
             self._current.reset(token)
@@ -267,6 +270,28 @@ class PlaybookRuntime:
             return {}
         self._agent_pickle = pickled.data
         return {"agent": pickled.data}
+
+    def _call_answered(self, key: str) -> None:
+        """A playbook call replay answers from the log leaves agent state as it returned."""
+        frame = self.session.state.frames.get(key.removeprefix(f"{self.session.run_id}/"))
+        if frame is not None and frame.returned:
+            self._restore_agent(frame)
+
+    def _restore_agent(self, frame: FrameState) -> None:
+        """Agent state as the log last saw it in ``frame``, entering it again on resume.
+
+        Replay of a statement re-executes its changes to ``agent``; a frame it calls
+        again continues from its own last boundary, whose state already holds them and
+        the frame's completed statements' own, so each change is applied once.
+        """
+        if frame.agent is None:
+            return
+        self._agent_pickle = frame.agent or None
+        self.agent.clear()
+        if frame.agent:
+            self.agent.update(
+                self._agent_pickler.loads_value(frame.agent, load_blob=_no_blob, ns={})
+            )
 
     def _maybe_live(self, frame: FrameState, *, replaying: bool) -> None:
         if not replaying and frame.last_seq >= self.session.manager.replay_until:

@@ -17,15 +17,13 @@ replay; otherwise :class:`~resumable.errors.NonDeterminismError` names both.
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
-import inspect
-import pickle
 import warnings
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from resumable.durability.journal import _in_flight
+from resumable.durability.recording import NEW_MODEL, discard, record_value
 from resumable.durability.state import AwaitEntry
 from resumable.durability.tasks import TaskCursor, reset_cursor, set_cursor
 from resumable.errors import NonDeterminismError
@@ -47,14 +45,6 @@ class Diverged(BaseException):
     def __init__(self, error: NonDeterminismError) -> None:
         super().__init__(error.message)
         self.error = error
-
-
-def _discard(awaitable: Any) -> None:
-    """Drop an awaitable that replay answers from the log, without running it."""
-    if inspect.iscoroutine(awaitable):
-        awaitable.close()
-    elif isinstance(awaitable, asyncio.Future):
-        awaitable.cancel()
 
 
 class _Journal:
@@ -91,22 +81,16 @@ class _Journal:
         return value
 
     def _body(self, key: Any, site: str, outcome: str, value: Any, ns: Mapping[str, Any]) -> Any:
-        body: dict[str, Any] = {"k": key, "s": site, "n": -1, "o": outcome}
-        try:
-            pickled = self.run.session_or_fail().snapshotter.dumps_value(value, ns)
-        except (pickle.PicklingError, TypeError, AttributeError) as exc:
-            body["o"] = "x"
-            body["v"] = f"{type(value).__name__}: {exc}"
+        body: dict[str, Any] = {"k": key, "s": site, "n": NEW_MODEL, "o": outcome}
+        snapshotter = self.run.session_or_fail().snapshotter
+        blobs, exc = record_value(body, snapshotter, value, ns)
+        if exc is not None:
             warnings.warn(
                 f"the result of {site} cannot be checkpointed and it will run again on resume: {exc}",
                 RuntimeWarning,
                 stacklevel=4,
             )
-            return body, {}
-        body["v"] = pickled.data
-        if pickled.blobs:
-            body["b"] = sorted(pickled.blobs)
-        return body, pickled.new_blobs
+        return body, blobs
 
     def call(
         self, key: int, site: str, thunk: Callable[[], T], ns: dict[str, Any], extra: dict[str, Any]
@@ -281,7 +265,7 @@ class StatementJournal(_Journal):
         found = self._answer(key, site, ns)
         if found is not _NOTHING:
             if awaitable is not None:
-                _discard(awaitable)
+                discard(awaitable)
             return found  # type: ignore[no-any-return]
         flight = _in_flight.set(self.full_key(key))
         token = set_cursor(None)

@@ -1,0 +1,58 @@
+"""Foreign async iterators in a durable statement: steps journaled, then caught up.
+
+A program's ``async for`` over a library's iterator journals each step as a foreign
+await. Replay answers the steps taken before the crash from the log without touching the
+fresh iterator, so before its first live step the iterator is advanced past them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any, Protocol, TypeVar
+
+from resumable.durability.tasks import outside_keys
+from resumable.exec.hooks import is_program_code
+
+T = TypeVar("T")
+
+
+class ReplayProbe(Protocol):
+    def will_replay(self) -> bool:
+        """True if the running task's next foreign await will be answered from the log."""
+        ...
+
+
+def program_method(obj: Any, name: str) -> bool:
+    """True if ``type(obj).name`` is a function the program itself defined."""
+    method = getattr(type(obj), name, None)
+    code = getattr(method, "__code__", None)
+    return code is not None and is_program_code(code)
+
+
+class FastForward(AsyncIterator[T]):
+    """Steps of a foreign async iterator, journaled; after replay the iterator is advanced.
+
+    The items of the steps replay answered are read again from the fresh iterator and
+    dropped, so its first live step continues where the crashed run stood.
+    """
+
+    def __init__(
+        self, recorder: ReplayProbe, proxy: AsyncIterator[T], iterator: AsyncIterator[T]
+    ) -> None:
+        self._recorder = recorder
+        self._proxy = proxy
+        self._iterator = iterator
+        self._behind = 0
+
+    def __aiter__(self) -> FastForward[T]:
+        return self
+
+    async def __anext__(self) -> T:
+        if self._recorder.will_replay():
+            self._behind += 1
+        else:
+            while self._behind:
+                self._behind -= 1
+                with outside_keys():
+                    await self._iterator.__anext__()
+        return await self._proxy.__anext__()
