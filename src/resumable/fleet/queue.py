@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -26,6 +26,11 @@ class FleetStore(CheckpointStore, Protocol):
     """A store workers on many machines can share: runs are claimed, not just acquired."""
 
     async def claim(self, owner: str, ttl: float, limit: int) -> list[Lease]: ...
+
+    async def watch_runs(
+        self, wake: Callable[[str | None], None], *, retry_seconds: float = 1.0
+    ) -> None:
+        """Call ``wake(run_id)`` when a run may have become claimable, until cancelled."""
 
 
 def fleet_store(store: CheckpointStore, command: str) -> FleetStore:

@@ -1,8 +1,10 @@
 """The worker fleet: runs queued in PostgreSQL, claimed and driven by ``resumable worker``.
 
 Design note. PostgreSQL is the coordinator; a worker keeps no state of its own. It
-polls ``claim`` (``FOR UPDATE SKIP LOCKED``: runs ``pending``, or ``running`` with no
-live owner - orphaned by a dead worker or a killed ``resumable exec``), attaches to
+is woken by the store's notifications (LISTEN/NOTIFY: a run submitted, a run released
+by a stopping worker) and polls only as the fallback (a lapsed lease, a lost
+notification connection). Each wake calls ``claim`` (``FOR UPDATE SKIP LOCKED``: runs
+``pending``, or ``running`` with no live owner - orphaned by a dead worker or a killed ``resumable exec``), attaches to
 each claimed run under the lease it got, and drives the run in its own task while the
 session renews the lease. Fencing does the rest: a worker that was paused past its
 lease finds its next append refused and drops the run without releasing it.
@@ -129,6 +131,31 @@ class Worker:
             f"{self.owner} ready (concurrency {self.concurrency}, lease {self.ttl:g}s, "
             f"store {self.store.url})"
         )
+        watcher = asyncio.create_task(self.store.watch_runs(self._announced), name="run watch")
+        try:
+            await self._claim_until_stopped()
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+        if self._tasks:
+            await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+        report = WorkerReport(self.owner, dict(self._counts))
+        self._log(f"{self.owner} stopped: {report.summary()}")
+        return report
+
+    def _announced(self, run_id: str | None) -> None:
+        """Wake for a run the store announced - unless it is one of ours, let go of by us
+        on the way to being parked or stopped: claiming it back would defeat that."""
+        if run_id not in self._tasks:
+            self._wake.set()
+
+    async def _claim_until_stopped(self) -> None:
+        """Claim when woken (a run announced, a slot freed, a stop); poll as the fallback.
+
+        The wake is cleared before each claim, so a run announced while a claim is in
+        flight is claimed by the next turn, not left to the poll.
+        """
         while not self._stopping:
             self._wake.clear()
             free = self.concurrency - len(self._tasks)
@@ -139,11 +166,6 @@ class Worker:
                 continue  # every slot taken: the next turn waits for one to free up
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.poll_seconds)
-        if self._tasks:
-            await asyncio.gather(*self._tasks.values(), return_exceptions=True)
-        report = WorkerReport(self.owner, dict(self._counts))
-        self._log(f"{self.owner} stopped: {report.summary()}")
-        return report
 
     async def _claim(self, limit: int) -> list[Lease]:
         try:

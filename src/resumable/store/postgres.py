@@ -153,6 +153,9 @@ class PostgresStore(PostgresSnapshots, PostgresOwnership):
                 "ON CONFLICT (run_id) DO UPDATE SET last_seq = 0",
                 meta.run_id,
             )
+            if meta.status in ("pending", "running"):
+                # Sent at commit, when a worker's claim can see the run.
+                await conn.execute("SELECT pg_notify($1, $2)", self.channel, meta.run_id)
 
     async def enqueue(self, meta: RunMeta) -> None:
         """Create the run as ``pending``, for a worker to ``claim``."""
@@ -171,16 +174,16 @@ class PostgresStore(PostgresSnapshots, PostgresOwnership):
     async def put_meta(self, meta: RunMeta) -> None:
         check_status(meta)
         async with self._conn("updating a run") as conn:
-            status = await conn.execute(
-                f"UPDATE {self._s}.runs SET meta = $2, status = $3, created_at = $4, "
-                "updated_at = $5 WHERE run_id = $1",
+            updated = await conn.fetchval(
+                self._sql["put_meta"],
                 meta.run_id,
                 meta_json(meta),
                 meta.status,
                 meta.created_at,
                 meta.updated_at,
+                self.channel,
             )
-        if status.endswith(" 0"):
+        if not updated:
             raise not_found(meta.run_id, self.url)
 
     async def list_runs(self) -> list[RunSummary]:

@@ -18,7 +18,7 @@ import asyncpg
 from resumable.errors import ConfigError, StoreError, StoreUnavailableError
 from resumable.store.common import check_sync, split_url
 from resumable.store.postgres_schema import migrate
-from resumable.store.postgres_sql import APPEND_MANY, APPEND_ONE, CLAIM, RUNS
+from resumable.store.postgres_sql import APPEND_MANY, APPEND_ONE, CLAIM, PUT_META, RELEASE, RUNS
 
 SYNC_SETTINGS = {"fsync": "on", "flush": "off"}
 _SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
@@ -64,10 +64,14 @@ class PostgresConnection:
                 "append_one": APPEND_ONE,
                 "append_many": APPEND_MANY,
                 "claim": CLAIM,
+                "put_meta": PUT_META,
+                "release": RELEASE,
                 "runs": RUNS,
             }.items()
         }
         self._s = f'"{schema}"'
+        self.channel = f"resumable:{schema}"
+        """Where the store announces runs a worker may claim now (LISTEN/NOTIFY)."""
         self._pool: Any = None
 
     async def _connect(self) -> Any:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import Callable
 from dataclasses import replace
 
+from resumable.errors import StoreError
 from resumable.store.base import Lease
 from resumable.store.common import busy, check_run_id, lease_lost, not_found
-from resumable.store.postgres_connect import PostgresConnection
+from resumable.store.postgres_connect import DRIVER_ERRORS, PostgresConnection
 
 
 class PostgresOwnership(PostgresConnection):
@@ -60,10 +64,44 @@ class PostgresOwnership(PostgresConnection):
         return replace(lease, expires_at=expires)
 
     async def release(self, lease: Lease) -> None:
+        """Let the run go; if it still needs a worker, idle workers are woken to claim it."""
         async with self._conn("releasing a run") as conn:
-            await conn.execute(
-                f"UPDATE {self._s}.runs SET owner = NULL, lease_expires_at = NULL "
-                "WHERE run_id = $1 AND epoch = $2",
-                lease.run_id,
-                lease.epoch,
-            )
+            await conn.fetchval(self._sql["release"], lease.run_id, lease.epoch, self.channel)
+
+    async def watch_runs(
+        self, wake: Callable[[str | None], None], *, retry_seconds: float = 1.0
+    ) -> None:
+        """Call ``wake(run_id)`` whenever a run may have become claimable; end only when cancelled.
+
+        Listens on the store's channel on a connection of its own. ``wake(None)`` is
+        called on every (re)subscription, so a run announced while nobody listened is
+        claimed too; after a lost connection it listens again ``retry_seconds`` later.
+        A wake only prompts a ``claim``: leases and fencing are unchanged.
+        """
+        while True:
+            with contextlib.suppress(*DRIVER_ERRORS, StoreError):
+                await self._listen(wake)
+            await asyncio.sleep(retry_seconds)
+
+    async def _listen(self, wake: Callable[[str | None], None]) -> None:
+        """Listen until the connection is lost (or the watch is cancelled)."""
+        if self._pool is None:
+            raise StoreError(f"the PostgreSQL store {self.url} is not open (use `async with`)")
+        lost = asyncio.Event()
+        conn = await self._pool.acquire()
+
+        def announced(_conn: object, _pid: int, _channel: str, run_id: str) -> None:
+            wake(run_id)
+
+        def closed(_conn: object) -> None:
+            lost.set()
+
+        conn.add_termination_listener(closed)
+        try:
+            await conn.add_listener(self.channel, announced)
+            wake(None)
+            await lost.wait()
+        finally:
+            conn.remove_termination_listener(closed)
+            with contextlib.suppress(*DRIVER_ERRORS):
+                await self._pool.release(conn)

@@ -81,6 +81,27 @@ FROM candidates AS c WHERE r.run_id = c.run_id
 RETURNING r.run_id, r.epoch, extract(epoch FROM r.lease_expires_at)::float8, r.created_at
 """
 
+# A run may have become claimable: workers listening on the store's channel are woken.
+# A notification is a hint, never a queue: a spurious one costs a claim that finds
+# nothing, and a missed one is made up by the worker's poll.
+PUT_META = """
+WITH updated AS (
+    UPDATE {s}.runs SET meta = $2, status = $3, created_at = $4, updated_at = $5
+    WHERE run_id = $1 RETURNING run_id, status
+)
+SELECT count(*) FROM updated
+WHERE status NOT IN ('pending', 'running') OR pg_notify($6, run_id) IS NOT NULL
+"""
+
+RELEASE = """
+WITH released AS (
+    UPDATE {s}.runs SET owner = NULL, lease_expires_at = NULL
+    WHERE run_id = $1 AND epoch = $2 RETURNING run_id, status
+)
+SELECT count(*) FROM released
+WHERE status IN ('pending', 'running') AND pg_notify($3, run_id) IS NOT NULL
+"""
+
 
 def group_columns(group: list[PendingAppend]) -> list[Sequence[Any]]:
     """The arrays of the group statement: one row per append, then one per record."""
