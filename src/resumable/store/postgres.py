@@ -87,7 +87,10 @@ class PostgresStore(PostgresSnapshots, PostgresOwnership):
         )
         self._writer_conn: Any = None
         self._writer = GroupCommit(
-            self._commit, name=f"resumable-pg:{schema}", one_append_per_run=True
+            self._commit,
+            name=f"resumable-pg:{schema}",
+            one_append_per_run=True,
+            queue_behind_direct=True,
         )
 
     @classmethod
