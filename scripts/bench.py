@@ -248,6 +248,18 @@ def pg_options(parser: argparse.ArgumentParser) -> None:
     options(parser)
 
 
+def bench_fleet(args: argparse.Namespace) -> Report:
+    from bench_fleet import bench_fleet as run  # imports the fleet and the runtime
+
+    return run(args)
+
+
+def fleet_options(parser: argparse.ArgumentParser) -> None:
+    from bench_fleet import fleet_options as options
+
+    options(parser)
+
+
 BENCHMARKS: dict[str, Benchmark] = {
     "splitter": Benchmark(bench_splitter, "statement splitter vs ast.parse", splitter_options),
     "checkpoint": Benchmark(
@@ -279,6 +291,11 @@ BENCHMARKS: dict[str, Benchmark] = {
         bench_pg,
         "PostgreSQL append against a raw INSERT round trip; 64 concurrent runs",
         pg_options,
+    ),
+    "fleet": Benchmark(
+        bench_fleet,
+        "fleet submit-to-claim latency with NOTIFY against polling; runs/s",
+        fleet_options,
     ),
 }
 

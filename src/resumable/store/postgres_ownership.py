@@ -104,4 +104,6 @@ class PostgresOwnership(PostgresConnection):
         finally:
             conn.remove_termination_listener(closed)
             with contextlib.suppress(*DRIVER_ERRORS):
+                if not conn.is_closed():
+                    await conn.remove_listener(self.channel, announced)
                 await self._pool.release(conn)
