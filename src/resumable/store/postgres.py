@@ -73,22 +73,13 @@ __all__ = ["SCHEMA_VERSION", "SYNC_SETTINGS", "PostgresStore"]
 class PostgresStore(PostgresSnapshots, PostgresOwnership):
     """Runs in PostgreSQL tables under one schema; appends group-committed."""
 
-    def __init__(
-        self,
-        dsn: str,
-        *,
-        sync: str = "fsync",
-        schema: str = "resumable",
-        pool_size: int = 8,
-        connect_timeout: float = 10.0,
-    ) -> None:
-        super().__init__(
-            dsn, sync=sync, schema=schema, pool_size=pool_size, connect_timeout=connect_timeout
-        )
+    def __init__(self, dsn: str, **options: Any) -> None:
+        """``options``: those of :class:`.PostgresConnection` (sync, schema, pool size, timeout)."""
+        super().__init__(dsn, **options)
         self._writer_conn: Any = None
         self._writer = GroupCommit(
             self._commit,
-            name=f"resumable-pg:{schema}",
+            name=f"resumable-pg:{self.schema}",
             one_append_per_run=True,
             queue_behind_direct=True,
         )
