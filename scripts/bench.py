@@ -236,6 +236,30 @@ def replay_options(parser: argparse.ArgumentParser) -> None:
     options(parser)
 
 
+def bench_pg(args: argparse.Namespace) -> Report:
+    from bench_pg import bench_pg as run  # imports the PostgreSQL driver
+
+    return run(args)
+
+
+def pg_options(parser: argparse.ArgumentParser) -> None:
+    from bench_pg import pg_options as options
+
+    options(parser)
+
+
+def bench_fleet(args: argparse.Namespace) -> Report:
+    from bench_fleet import bench_fleet as run  # imports the fleet and the runtime
+
+    return run(args)
+
+
+def fleet_options(parser: argparse.ArgumentParser) -> None:
+    from bench_fleet import fleet_options as options
+
+    options(parser)
+
+
 BENCHMARKS: dict[str, Benchmark] = {
     "splitter": Benchmark(bench_splitter, "statement splitter vs ast.parse", splitter_options),
     "checkpoint": Benchmark(
@@ -262,6 +286,16 @@ BENCHMARKS: dict[str, Benchmark] = {
         bench_smolagents,
         "the scripted smolagents CodeAgent with DurablePythonExecutor vs LocalPythonExecutor",
         smolagents_options,
+    ),
+    "pg": Benchmark(
+        bench_pg,
+        "PostgreSQL append against a raw INSERT round trip; 64 concurrent runs",
+        pg_options,
+    ),
+    "fleet": Benchmark(
+        bench_fleet,
+        "fleet submit-to-claim latency with NOTIFY against polling; runs/s",
+        fleet_options,
     ),
 }
 

@@ -20,12 +20,13 @@ import time
 import asyncpg
 
 from resumable.store.base import RunMeta, StoredRecord
-from resumable.store.postgres import _APPEND_ONE, PostgresStore
+from resumable.store.postgres import PostgresStore
+from resumable.store.postgres_sql import APPEND_ONE
 
 HEAD_UPDATE = """), head AS (
     UPDATE {s}.heads AS h SET last_seq = $7 FROM accepted AS a WHERE h.run_id = a.run_id
 )"""
-SCHEMA_2 = _APPEND_ONE.replace(HEAD_UPDATE, ")").replace("RETURNING 1", "RETURNING 1, $7::bigint")
+SCHEMA_2 = APPEND_ONE.replace(HEAD_UPDATE, ")").replace("RETURNING 1", "RETURNING 1, $7::bigint")
 
 
 async def measure(url: str, sync: str, rounds: int) -> tuple[float, float]:

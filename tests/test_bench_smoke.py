@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "scripts" / "bench.py"
 
@@ -120,3 +122,31 @@ def test_smolagents_reports_both_executors_on_the_same_run(tmp_path: Path) -> No
     names = [row["executor"] for row in data["rows"]]
     assert names[0] == "LocalPythonExecutor (smolagents)"
     assert all(row["ms per run"] > 0 for row in data["rows"])
+
+
+@pytest.mark.postgres
+def test_pg_reports_an_append_against_an_insert_and_64_runs_against_one(tmp_path: Path) -> None:
+    data = run_bench(tmp_path, "pg")
+
+    assert data["benchmark"] == "pg"
+    rows = {row["case"]: row for row in data["rows"]}
+    assert set(rows) == {
+        "raw INSERT round trip",
+        "store append, 1 run",
+        "store append, 64 runs at once",
+    }
+    assert rows["store append, 1 run"]["median us"] > 0
+    assert rows["store append, 1 run"]["x insert"] > 0
+    assert all(row["appends/s"] > 0 for row in rows.values())
+    assert data["throughput 64 runs / 1 run"] > 0
+
+
+@pytest.mark.postgres
+def test_fleet_reports_claim_latency_with_notify_and_polling(tmp_path: Path) -> None:
+    data = run_bench(tmp_path, "fleet")
+
+    assert data["benchmark"] == "fleet"
+    rows = {row["case"]: row for row in data["rows"]}
+    assert set(rows) == {"submit to claim, notify", "submit to claim, poll"}
+    assert all(row["p50 ms"] > 0 and row["p99 ms"] >= row["p50 ms"] for row in rows.values())
+    assert data["runs/s (1 worker, concurrency 8)"] > 0

@@ -299,3 +299,47 @@ def test_a_worker_that_cannot_open_a_run_parks_it_for_a_lease_instead_of_looping
     right.wait_for(f"completed run {run_id}", timeout=20)
     assert right.stop() == 0
     assert right.out == reference[0]
+
+
+POLL_SECONDS = 30.0
+"""A poll interval no test waits out: a run claimed sooner was claimed on a notification."""
+
+
+def queue_tiny(schema: Schema, tmp_path: Path) -> str:
+    script = tmp_path / "tiny.py"
+    script.write_text(TINY, encoding="utf-8")
+    done = resumable(["submit", str(script)], tmp_path, env_for(schema))
+    assert done.code == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_an_idle_worker_claims_a_submitted_run_without_waiting_for_its_poll(
+    schema: Schema, spawn: Spawn, tmp_path: Path
+) -> None:
+    worker = spawn("worker", "--poll", str(POLL_SECONDS), LEDGER=str(tmp_path / "ledger.txt"))
+    ready(worker)
+    time.sleep(1)  # the worker's first claims found nothing; it now waits for its poll
+    started = time.monotonic()
+    run_id = queue_tiny(schema, tmp_path)
+    worker.wait_for(f"completed run {run_id}", timeout=POLL_SECONDS / 2)
+    assert time.monotonic() - started < POLL_SECONDS / 2
+    assert worker.stop() == 0
+    assert worker.out == [f"done {run_id} 3"]
+
+
+def test_a_worker_that_lost_its_notifications_listens_again(
+    schema: Schema, spawn: Spawn, tmp_path: Path
+) -> None:
+    worker = spawn("worker", "--poll", str(POLL_SECONDS), LEDGER=str(tmp_path / "ledger.txt"))
+    ready(worker)
+    time.sleep(1)
+    ended = schema.query(
+        "SELECT pg_terminate_backend(pid) AS ended FROM pg_stat_activity WHERE query = $1",
+        f'LISTEN "resumable:{schema.name}"',
+    )
+    assert ended == [{"ended": True}]  # the worker's listening connection, and only it
+    time.sleep(2)  # the listening connection is replaced a second after it was lost
+    run_id = queue_tiny(schema, tmp_path)
+    worker.wait_for(f"completed run {run_id}", timeout=POLL_SECONDS / 2)
+    assert worker.stop() == 0
+    assert worker.out == [f"done {run_id} 3"]

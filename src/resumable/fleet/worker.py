@@ -1,8 +1,10 @@
 """The worker fleet: runs queued in PostgreSQL, claimed and driven by ``resumable worker``.
 
 Design note. PostgreSQL is the coordinator; a worker keeps no state of its own. It
-polls ``claim`` (``FOR UPDATE SKIP LOCKED``: runs ``pending``, or ``running`` with no
-live owner - orphaned by a dead worker or a killed ``resumable exec``), attaches to
+is woken by the store's notifications (LISTEN/NOTIFY: a run submitted, a run released
+by a stopping worker) and polls only as the fallback (a lapsed lease, a lost
+notification connection). Each wake calls ``claim`` (``FOR UPDATE SKIP LOCKED``: runs
+``pending``, or ``running`` with no live owner - orphaned by a dead worker or a killed ``resumable exec``), attaches to
 each claimed run under the lease it got, and drives the run in its own task while the
 session renews the lease. Fencing does the rest: a worker that was paused past its
 lease finds its next append refused and drops the run without releasing it.
@@ -23,32 +25,27 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import signal
 import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from pathlib import Path
-from typing import Protocol, runtime_checkable
 
 from resumable.config import Config
 from resumable.durability import control
-from resumable.durability.checkpoints import CheckpointManager, StopRequested
+from resumable.durability.checkpoints import StopRequested
 from resumable.durability.session import (
     RunOutcome,
     RunSession,
-    codec_for,
-    new_run_id,
     owner_name,
     resume_session,
     store_for,
 )
-from resumable.durability.state import RunState
-from resumable.errors import ConfigError, FencedError, ResumableError, StoreError, UsageError
+from resumable.errors import FencedError, ResumableError, StoreError, UsageError
 from resumable.fleet.migrate import MIGRATING
-from resumable.store.base import CheckpointStore, Lease, RunMeta, RunStatus
+from resumable.fleet.queue import FleetStore, fleet_store, queue_run, submit
+from resumable.store.base import Lease, RunStatus
 
 Log = Callable[[str], None]
 """Where the worker's one-line messages go (stderr in the CLI)."""
@@ -57,94 +54,6 @@ _ENDED: dict[str, RunStatus] = {"completed": "completed", "failed": "failed", "w
 """Outcomes that end a run's stay with a worker, as stored statuses."""
 
 EVENTS = ("claimed", "completed", "failed", "waiting", "stopped", "cancelled", "fenced", "parked")
-
-
-@runtime_checkable
-class FleetStore(CheckpointStore, Protocol):
-    """A store workers on many machines can share: runs are claimed, not just acquired."""
-
-    async def claim(self, owner: str, ttl: float, limit: int) -> list[Lease]: ...
-
-
-def fleet_store(store: CheckpointStore, command: str) -> FleetStore:
-    """The store, if workers can claim runs from it; else a ConfigError saying what to set."""
-    if not isinstance(store, FleetStore):
-        raise ConfigError(
-            f"`resumable {command}` needs a store that workers claim runs from; "
-            f'{store.url} is not one: set [durability] store = "postgres" and url '
-            "(or RESUMABLE_DURABILITY_STORE=postgres, RESUMABLE_DURABILITY_URL=...)",
-            key="durability.store",
-        )
-    return store
-
-
-# -- submitting ----------------------------------------------------------------------------
-def _first_record(path: Path) -> tuple[str, dict[str, object]]:
-    """The run's kind and its ``run`` record, which holds the exact text that will run."""
-    if path.suffix == ".pb":
-        from resumable.playbooks.program import load_program
-
-        program = load_program(path)
-        where = os.path.abspath(path)  # workers run elsewhere; the responses sit beside it
-        return "playbook", {
-            "program": where,
-            "kind": "playbook",
-            "source": program.source,
-            "entry": program.entry,
-        }
-    if path.suffix == ".py":
-        from resumable.script import read_script
-
-        return "script", {"program": str(path), "kind": "script", "source": read_script(path)}
-    raise UsageError(
-        f"{path}: `resumable submit` takes a .py script or a .pb program", path=str(path)
-    )
-
-
-async def submit(
-    path: Path, config: Config, *, env: Mapping[str, str], run_id: str | None = None
-) -> str:
-    """``resumable submit``: queue ``path`` as a new run for the workers; return its id."""
-    store = fleet_store(store_for(config.durability, config), "submit")
-    async with store:
-        return await queue_run(store, path, config, env=env, run_id=run_id)
-
-
-async def queue_run(
-    store: FleetStore,
-    path: Path,
-    config: Config,
-    *,
-    env: Mapping[str, str],
-    run_id: str | None = None,
-) -> str:
-    """Queue ``path`` as a new run in an open store; return its id.
-
-    The run is created ``waiting`` (which no worker claims), given its ``run`` record
-    under a lease, then made ``pending`` while that lease is still held, so a worker
-    never finds it half written.
-    """
-    kind, first = _first_record(path)
-    settings = config.durability
-    codec = await codec_for(store, settings, env)
-    now = time.time()
-    meta = RunMeta(
-        run_id or new_run_id(),
-        program=str(path),
-        kind=kind,
-        status="waiting",
-        created_at=now,
-        updated_at=now,
-    )
-    await store.create_run(meta)
-    lease = await store.acquire(meta.run_id, owner_name(), settings.lease_seconds)
-    try:
-        manager = CheckpointManager(store, codec, lease, RunState())
-        await manager.write("run", "main", dict(first))
-        await store.put_meta(replace(meta, status="pending", updated_at=time.time()))
-    finally:
-        await store.release(lease)
-    return meta.run_id
 
 
 # -- the worker --------------------------------------------------------------------------------
@@ -222,6 +131,31 @@ class Worker:
             f"{self.owner} ready (concurrency {self.concurrency}, lease {self.ttl:g}s, "
             f"store {self.store.url})"
         )
+        watcher = asyncio.create_task(self.store.watch_runs(self._announced), name="run watch")
+        try:
+            await self._claim_until_stopped()
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+        if self._tasks:
+            await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+        report = WorkerReport(self.owner, dict(self._counts))
+        self._log(f"{self.owner} stopped: {report.summary()}")
+        return report
+
+    def _announced(self, run_id: str | None) -> None:
+        """Wake for a run the store announced - unless it is one of ours, let go of by us
+        on the way to being parked or stopped: claiming it back would defeat that."""
+        if run_id not in self._tasks:
+            self._wake.set()
+
+    async def _claim_until_stopped(self) -> None:
+        """Claim when woken (a run announced, a slot freed, a stop); poll as the fallback.
+
+        The wake is cleared before each claim, so a run announced while a claim is in
+        flight is claimed by the next turn, not left to the poll.
+        """
         while not self._stopping:
             self._wake.clear()
             free = self.concurrency - len(self._tasks)
@@ -232,11 +166,6 @@ class Worker:
                 continue  # every slot taken: the next turn waits for one to free up
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.poll_seconds)
-        if self._tasks:
-            await asyncio.gather(*self._tasks.values(), return_exceptions=True)
-        report = WorkerReport(self.owner, dict(self._counts))
-        self._log(f"{self.owner} stopped: {report.summary()}")
-        return report
 
     async def _claim(self, limit: int) -> list[Lease]:
         try:

@@ -38,12 +38,27 @@ class GroupCommit:
     ``one_append_per_run``: a commit holds at most one append of each run and a run's
     later appends go in the following commits, in order - for a store whose commit is
     one statement that cannot apply two appends of one run.
+
+    ``queue_behind_direct``: an append that finds another one already on the direct
+    path (committing, or waiting for the writer) is queued, not sent alone behind it -
+    without it, once a group commit ends, every append it released takes the direct
+    path in turn and many concurrent runs pay one round trip each.
     """
 
-    def __init__(self, commit: Commit, *, name: str, one_append_per_run: bool = False) -> None:
+    def __init__(
+        self,
+        commit: Commit,
+        *,
+        name: str,
+        one_append_per_run: bool = False,
+        queue_behind_direct: bool = False,
+    ) -> None:
         self._commit = commit
         self._name = name
         self._one_per_run = one_append_per_run
+        self._queue_behind_direct = queue_behind_direct
+        self._direct = 0
+        """Appends on the direct path: committing, or waiting for the writer lock."""
         self._queue: asyncio.Queue[PendingAppend | None] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self._writing = asyncio.Lock()
@@ -72,9 +87,14 @@ class GroupCommit:
         """
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         item = PendingAppend(run_id, list(records), lease, done)
-        if self._task is not None and not self._writing.locked() and self._queue.empty():
-            async with self._writing:
-                await self._commit_group([item])
+        alone = not (self._queue_behind_direct and self._direct)
+        if self._task is not None and not self._writing.locked() and self._queue.empty() and alone:
+            self._direct += 1
+            try:
+                async with self._writing:
+                    await self._commit_group([item])
+            finally:
+                self._direct -= 1
         else:
             self._queue.put_nowait(item)
         await done
