@@ -286,7 +286,14 @@ def test_a_worker_that_cannot_open_a_run_parks_it_for_a_lease_instead_of_looping
 ) -> None:
     ledger = tmp_path / "ledger.txt"
     run_id = submit(schema, tmp_path, LEDGER_SCRIPT)
-    wrong = spawn("worker", "--poll", "0.05", RESUMABLE_MAC_KEY="not the key of this store")
+    wrong = spawn(
+        "worker",
+        "--poll",
+        "0.05",
+        RESUMABLE_MAC_KEY="not the key of this store",
+        # a lease long enough that a loaded machine cannot let it lapse while we watch
+        RESUMABLE_DURABILITY_LEASE_SECONDS="8",
+    )
     wrong.wait_for(
         f"parked run {run_id}: record 1 of run {run_id} fails authentication", timeout=20
     )

@@ -26,7 +26,12 @@ def worker_command(
         int, typer.Option("--concurrency", min=1, help="Runs driven at once by this worker.")
     ] = 4,
     poll: Annotated[
-        float, typer.Option("--poll", min=0.01, help="Seconds between looks for work when idle.")
+        float,
+        typer.Option(
+            "--poll",
+            min=0.01,
+            help="Seconds between looks for work when idle (a fallback: submitted and released runs wake the worker at once).",
+        ),
     ] = 0.25,
     config_path: ConfigOption = None,
 ) -> None:
