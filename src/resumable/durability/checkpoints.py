@@ -7,7 +7,9 @@ them under the run's lease, folds them into the live :class:`RunState` and, ever
 program's stdout/stderr are flushed, so what a record says was printed was printed.
 
 Policy: with ``every = 1`` (the default) an await is not finished until its record
-is durable. With ``every = N`` await records are buffered and made durable N at a
+is durable - except the await a statement ends with (``r = await tool(x)``), whose record
+is made durable together with the statement's boundary record: nothing of the program
+runs in between, so one fsync covers both. With ``every = N`` await records are buffered and made durable N at a
 time (or after ``interval_seconds``, or before any other record): the awaits of an
 unflushed batch run again after a crash. ``RESUMABLE_CRASH_AFTER=N`` kills the
 process with SIGKILL right after its N-th record is durable (tests and demos).
@@ -171,11 +173,23 @@ class CheckpointManager:
         await self._flush()
         return self._seq
 
-    async def write_await(self, frame: str, body: dict[str, Any]) -> None:
-        """Append an await record, buffered according to ``every``/``interval_seconds``."""
+    async def write_await(
+        self, frame: str, body: dict[str, Any], *, ends_statement: bool = False
+    ) -> None:
+        """Append an await record, buffered according to ``every``/``interval_seconds``.
+
+        ``ends_statement``: nothing of the program runs between this await and the end
+        of its statement (:mod:`resumable.durability.tail`). With ``every = 1`` the record
+        is then held and made durable together with the statement's boundary record -
+        or with whatever record comes first - in one append.
+        """
         stored = self._make("await", frame, body)
         self._buffer.append(stored)
         policy = self.policy
+        alone = len(self._buffer) == 1
+        if ends_statement and alone and policy.every <= 1 and not self.stop_requested:
+            self._deferred = True  # flushed before anything else the run does
+            return
         if self.stop_requested or policy.every <= 1 or len(self._buffer) >= policy.every:
             await self._flush()
         elif policy.interval_seconds > 0:

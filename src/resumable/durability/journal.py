@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from resumable.durability.foreign import is_foreign
 from resumable.durability.order import ReplayOrder
 from resumable.durability.state import AwaitEntry
+from resumable.durability.tail import tail_await_site
 from resumable.durability.tasks import (
     Key,
     TaskCursor,
@@ -161,6 +162,7 @@ class FrameRecorder(HookBase):
         self._extras = extras
         """Run-level state to carry in the same boundary record (e.g. agent-wide state)."""
         self._index = -1
+        self._tail_site: str | None = None
         self._generation = 0
         self._live = False
         self._task_names = task_names
@@ -218,6 +220,7 @@ class FrameRecorder(HookBase):
     # -- statements -----------------------------------------------------------------
     async def statement_started(self, statement: Statement, index: int) -> None:
         self._index = index
+        self._tail_site = tail_await_site(statement)
         self._generation += 1
         self._live = True
         install_task_keys(asyncio.get_running_loop())
@@ -432,7 +435,9 @@ class FrameRecorder(HookBase):
             if pickled.blobs:
                 body["b"] = sorted(pickled.blobs)
                 await self.manager.put_blobs(pickled.new_blobs)
-        await self.manager.write_await(self.frame_id, body)
+        alone = cursor.path == "" and cursor.spawns == 0  # no task of the statement runs on
+        ends = alone and site == self._tail_site
+        await self.manager.write_await(self.frame_id, body, ends_statement=ends)
 
     def _defer(self, cursor: TaskCursor, key: Key, site: str, outcome: str, value: Any) -> None:
         """Record a synchronous step; durable with the next record the run writes."""
