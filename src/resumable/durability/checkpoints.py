@@ -152,8 +152,10 @@ class CheckpointManager:
         self._hook_warned: set[str] = set()
         self._deferred_blobs: dict[str, bytes] = {}
         self._deferred = False
-        self._lock = asyncio.Lock()
-        """Concurrent tasks of a statement write records: one append at a time, in seq order."""
+        self._writing: asyncio.Future[None] | None = None
+        """The append in progress: concurrent tasks of a statement write records, one
+        append at a time, in seq order; whoever waits for it is woken when it lands."""
+        self._durable_seq = state.seq
 
     # -- writing records --------------------------------------------------------------
     def _make(self, kind: str, frame: str, body: dict[str, Any]) -> Record:
@@ -191,7 +193,7 @@ class CheckpointManager:
             self._deferred = True  # flushed before anything else the run does
             return
         if self.stop_requested or policy.every <= 1 or len(self._buffer) >= policy.every:
-            await self._flush()
+            await self._flush(gather=alone)
         elif policy.interval_seconds > 0:
             now = time.monotonic()
             if len(self._buffer) == 1:
@@ -219,11 +221,28 @@ class CheckpointManager:
         if self._buffer:
             await self._flush()
 
-    async def _flush(self) -> None:
-        async with self._lock:
-            if not self._buffer:
-                return  # another task's append made these records durable
+    async def _flush(self, *, gather: bool = False) -> None:
+        """Make the buffer durable, or wait for the append in progress that carries it.
+
+        Group commit: records buffered while an append runs go out together in the next
+        one, and every task waiting for an append is woken when it lands. ``gather``:
+        first let the tasks whose awaits completed in this turn of the loop add theirs.
+        """
+        want = self._seq
+        while self._writing is not None:
+            await asyncio.shield(self._writing)
+            if self._durable_seq >= want:
+                return
+        if not self._buffer:
+            return  # taken by an append whose writer got its error
+        writing = self._writing = asyncio.get_running_loop().create_future()
+        try:
+            if gather and len(self._buffer) == 1:
+                await asyncio.sleep(0)
             last = await self._append_buffer()
+        finally:
+            self._writing = None
+            writing.set_result(None)
         if self._since_snapshot >= self.policy.snapshot_every and last != "await":
             # Only between statements: a snapshot inside one long statement would
             # copy its whole (growing) journal again each time.
@@ -254,6 +273,7 @@ class CheckpointManager:
         for record in records:
             state.apply(record)
         self.written += len(batch)
+        self._durable_seq = records[-1].seq
         self._since_snapshot += len(batch)
         if info is not None:
             self._call_hook("after_checkpoint", self._after, info)

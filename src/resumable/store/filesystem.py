@@ -20,7 +20,10 @@ old segments (``prune``) never races an append.
 Hot path: ``append`` keeps the segment's fd open (O_APPEND) and writes a batch with one
 ``os.write``; with ``sync="fsync"`` it then fsyncs - inline when the store writes one run
 (a thread hop costs as much as a fast fsync), in a thread when it writes several, so
-concurrent runs keep going.
+concurrent runs keep going. Group commit is one level up: a run's ``CheckpointManager``
+sends every record its tasks buffered while the previous append ran as one batch (one
+write, one fsync of the run's segment per wake), and each run of the process fsyncs its
+own segment, in parallel threads that the filesystem's journal commits together.
 """
 
 from __future__ import annotations
