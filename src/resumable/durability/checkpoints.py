@@ -12,7 +12,9 @@ is made durable together with the statement's boundary record: nothing of the pr
 runs in between, so one fsync covers both. With ``every = N`` await records are buffered and made durable N at a
 time (or after ``interval_seconds``, or before any other record): the awaits of an
 unflushed batch run again after a crash. ``RESUMABLE_CRASH_AFTER=N`` kills the
-process with SIGKILL right after its N-th record is durable (tests and demos).
+process with SIGKILL right after its N-th record is durable (tests and demos); an await
+record it lands on is not held for its statement's boundary record, so the kill comes
+exactly there.
 
 Graceful stop: once ``stop_requested`` is set, the next await record is made durable
 at once and :class:`StopRequested` is raised right after it, so the run unwinds with
@@ -189,7 +191,9 @@ class CheckpointManager:
         self._buffer.append(stored)
         policy = self.policy
         alone = len(self._buffer) == 1
-        if ends_statement and alone and policy.every <= 1 and not self.stop_requested:
+        crash_lands = self.crash_after is not None and self.written + 1 >= self.crash_after
+        hold = ends_statement and alone and not crash_lands
+        if hold and policy.every <= 1 and not self.stop_requested:
             self._deferred = True  # flushed before anything else the run does
             return
         if self.stop_requested or policy.every <= 1 or len(self._buffer) >= policy.every:
