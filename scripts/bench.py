@@ -211,6 +211,42 @@ def fsync_options(parser: argparse.ArgumentParser) -> None:
     options(parser)
 
 
+def bench_stmt_shape(args: argparse.Namespace) -> Report:
+    from bench_stmt_shape import bench_stmt_shape as run
+
+    return run(args)
+
+
+def stmt_shape_options(parser: argparse.ArgumentParser) -> None:
+    from bench_stmt_shape import stmt_shape_options as options
+
+    options(parser)
+
+
+def bench_resume(args: argparse.Namespace) -> Report:
+    from bench_resume import bench_resume as run
+
+    return run(args)
+
+
+def resume_options(parser: argparse.ArgumentParser) -> None:
+    from bench_resume import resume_options as options
+
+    options(parser)
+
+
+def bench_group_commit(args: argparse.Namespace) -> Report:
+    from bench_group_commit import bench_group_commit as run
+
+    return run(args)
+
+
+def group_commit_options(parser: argparse.ArgumentParser) -> None:
+    from bench_group_commit import group_commit_options as options
+
+    options(parser)
+
+
 def bench_smolagents(args: argparse.Namespace) -> Report:
     from bench_smolagents import bench_smolagents as run  # imports smolagents
 
@@ -281,6 +317,21 @@ BENCHMARKS: dict[str, Benchmark] = {
         bench_fsync,
         'a durable await with sync="fsync" against raw append+fsync, in alternating phases',
         fsync_options,
+    ),
+    "stmt-shape": Benchmark(
+        bench_stmt_shape,
+        'statements of one await each with sync="fsync" against raw append+fsync',
+        stmt_shape_options,
+    ),
+    "resume": Benchmark(
+        bench_resume,
+        "resume of runs of 1k and 10k records: load time beyond the snapshot's decoding",
+        resume_options,
+    ),
+    "group-commit": Benchmark(
+        bench_group_commit,
+        'concurrent runs and tasks in one process with sync="fsync": fsyncs per await',
+        group_commit_options,
     ),
     "smolagents": Benchmark(
         bench_smolagents,

@@ -150,3 +150,37 @@ def test_fleet_reports_claim_latency_with_notify_and_polling(tmp_path: Path) -> 
     assert set(rows) == {"submit to claim, notify", "submit to claim, poll"}
     assert all(row["p50 ms"] > 0 and row["p99 ms"] >= row["p50 ms"] for row in rows.values())
     assert data["runs/s (1 worker, concurrency 8)"] > 0
+
+
+def test_stmt_shape_reports_one_fsync_per_statement_against_raw_appends(tmp_path: Path) -> None:
+    data = run_bench(tmp_path, "stmt-shape")
+    assert data["benchmark"] == "stmt-shape"
+    durable, raw = data["rows"]
+    assert durable["median us"] > 0
+    assert raw["median us"] > 0
+    assert data["fsyncs per statement"] == 1.0
+    assert data["ratio median"] > 0
+
+
+def test_group_commit_shares_commits_between_concurrent_tasks(tmp_path: Path) -> None:
+    data = run_bench(tmp_path, "group-commit")
+    rows = {row["shape"]: row for row in data["rows"]}
+    assert set(rows) == {
+        f"{store}, {shape}"
+        for store in ("file", "sqlite")
+        for shape in ("1 run", "3 runs", "1 run, 3 tasks")
+    }
+    assert all(row["awaits/s"] > 0 for row in rows.values())
+    assert rows["file, 1 run, 3 tasks"]["commits/await"] < 1
+
+
+def test_resume_reads_only_the_records_after_the_newest_snapshot(tmp_path: Path) -> None:
+    data = run_bench(tmp_path, "resume")
+    rows = {row["run"]: row for row in data["rows"]}
+    for store in ("file", "sqlite"):
+        small, large = rows[f"{store}, 200 awaits"], rows[f"{store}, 1000 awaits"]
+        assert large["records"] > 1000
+        assert large["read"] < 500  # a snapshot every 500 records
+        assert large["snapshot ms"] > 0
+        assert large["attach ms"] > 0
+        assert small["read"] == small["records"]

@@ -7,10 +7,14 @@ them under the run's lease, folds them into the live :class:`RunState` and, ever
 program's stdout/stderr are flushed, so what a record says was printed was printed.
 
 Policy: with ``every = 1`` (the default) an await is not finished until its record
-is durable. With ``every = N`` await records are buffered and made durable N at a
+is durable - except the await a statement ends with (``r = await tool(x)``), whose record
+is made durable together with the statement's boundary record: nothing of the program
+runs in between, so one fsync covers both. With ``every = N`` await records are buffered and made durable N at a
 time (or after ``interval_seconds``, or before any other record): the awaits of an
 unflushed batch run again after a crash. ``RESUMABLE_CRASH_AFTER=N`` kills the
-process with SIGKILL right after its N-th record is durable (tests and demos).
+process with SIGKILL right after its N-th record is durable (tests and demos); an await
+record it lands on is not held for its statement's boundary record, so the kill comes
+exactly there.
 
 Graceful stop: once ``stop_requested`` is set, the next await record is made durable
 at once and :class:`StopRequested` is raised right after it, so the run unwinds with
@@ -150,8 +154,10 @@ class CheckpointManager:
         self._hook_warned: set[str] = set()
         self._deferred_blobs: dict[str, bytes] = {}
         self._deferred = False
-        self._lock = asyncio.Lock()
-        """Concurrent tasks of a statement write records: one append at a time, in seq order."""
+        self._writing: asyncio.Future[None] | None = None
+        """The append in progress: concurrent tasks of a statement write records, one
+        append at a time, in seq order; whoever waits for it is woken when it lands."""
+        self._durable_seq = state.seq
 
     # -- writing records --------------------------------------------------------------
     def _make(self, kind: str, frame: str, body: dict[str, Any]) -> Record:
@@ -171,13 +177,27 @@ class CheckpointManager:
         await self._flush()
         return self._seq
 
-    async def write_await(self, frame: str, body: dict[str, Any]) -> None:
-        """Append an await record, buffered according to ``every``/``interval_seconds``."""
+    async def write_await(
+        self, frame: str, body: dict[str, Any], *, ends_statement: bool = False
+    ) -> None:
+        """Append an await record, buffered according to ``every``/``interval_seconds``.
+
+        ``ends_statement``: nothing of the program runs between this await and the end
+        of its statement (:mod:`resumable.durability.tail`). With ``every = 1`` the record
+        is then held and made durable together with the statement's boundary record -
+        or with whatever record comes first - in one append.
+        """
         stored = self._make("await", frame, body)
         self._buffer.append(stored)
         policy = self.policy
+        alone = len(self._buffer) == 1
+        crash_lands = self.crash_after is not None and self.written + 1 >= self.crash_after
+        hold = ends_statement and alone and not crash_lands
+        if hold and policy.every <= 1 and not self.stop_requested:
+            self._deferred = True  # flushed before anything else the run does
+            return
         if self.stop_requested or policy.every <= 1 or len(self._buffer) >= policy.every:
-            await self._flush()
+            await self._flush(gather=alone)
         elif policy.interval_seconds > 0:
             now = time.monotonic()
             if len(self._buffer) == 1:
@@ -205,11 +225,28 @@ class CheckpointManager:
         if self._buffer:
             await self._flush()
 
-    async def _flush(self) -> None:
-        async with self._lock:
-            if not self._buffer:
-                return  # another task's append made these records durable
+    async def _flush(self, *, gather: bool = False) -> None:
+        """Make the buffer durable, or wait for the append in progress that carries it.
+
+        Group commit: records buffered while an append runs go out together in the next
+        one, and every task waiting for an append is woken when it lands. ``gather``:
+        first let the tasks whose awaits completed in this turn of the loop add theirs.
+        """
+        want = self._seq
+        while self._writing is not None:
+            await asyncio.shield(self._writing)
+            if self._durable_seq >= want:
+                return
+        if not self._buffer:
+            return  # taken by an append whose writer got its error
+        writing = self._writing = asyncio.get_running_loop().create_future()
+        try:
+            if gather and len(self._buffer) == 1:
+                await asyncio.sleep(0)
             last = await self._append_buffer()
+        finally:
+            self._writing = None
+            writing.set_result(None)
         if self._since_snapshot >= self.policy.snapshot_every and last != "await":
             # Only between statements: a snapshot inside one long statement would
             # copy its whole (growing) journal again each time.
@@ -240,6 +277,7 @@ class CheckpointManager:
         for record in records:
             state.apply(record)
         self.written += len(batch)
+        self._durable_seq = records[-1].seq
         self._since_snapshot += len(batch)
         if info is not None:
             self._call_hook("after_checkpoint", self._after, info)

@@ -37,6 +37,7 @@ from resumable.durability.foreign import is_foreign
 from resumable.durability.order import ReplayOrder
 from resumable.durability.recording import NEW_MODEL, discard, legacy_leaves, record_value
 from resumable.durability.state import AwaitEntry
+from resumable.durability.tail import tail_await_site
 from resumable.durability.tasks import (
     Key,
     TaskCursor,
@@ -136,6 +137,7 @@ class FrameRecorder(HookBase):
         self._on_answer = on_answer
         """Told the idempotency key of each await replay answers from the log."""
         self._index = -1
+        self._tail_site: str | None = None
         self._generation = 0
         self._live = False
         self._task_names = task_names
@@ -193,6 +195,7 @@ class FrameRecorder(HookBase):
     # -- statements -----------------------------------------------------------------
     async def statement_started(self, statement: Statement, index: int) -> None:
         self._index = index
+        self._tail_site = tail_await_site(statement)
         self._generation += 1
         self._live = True
         install_task_keys(asyncio.get_running_loop())
@@ -375,7 +378,9 @@ class FrameRecorder(HookBase):
         blobs, _ = record_value(body, self.snapshotter, value, self.namespace)
         if blobs:
             await self.manager.put_blobs(blobs)
-        await self.manager.write_await(self.frame_id, body)
+        alone = cursor.path == "" and cursor.spawns == 0  # no task of the statement runs on
+        ends = alone and site == self._tail_site
+        await self.manager.write_await(self.frame_id, body, ends_statement=ends)
 
     def _defer(self, cursor: TaskCursor, key: Key, site: str, outcome: str, value: Any) -> None:
         """Record a synchronous step; durable with the next record the run writes."""

@@ -20,30 +20,29 @@ transaction, plus an in-process check: a run this store holds counts as owned ev
 once its expiry passed, because this process is plainly alive. Several processes
 may open the same file; SQLite serialises their writes (``BEGIN IMMEDIATE`` waits
 up to ``busy_timeout`` seconds for the write lock).
+
+Modules: the file, its thread and schema in :mod:`.sqlite_connection`, blobs and
+snapshots in :mod:`.sqlite_blobs`, leases in :mod:`.sqlite_leases`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import os
-import secrets
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, Self
 from urllib.parse import unquote, urlsplit
 
 from resumable.errors import (
     ConfigError,
     ResumableError,
-    SchemaVersionError,
     StoreError,
-    StoreUnavailableError,
 )
 from resumable.store.base import (
     Lease,
@@ -55,70 +54,23 @@ from resumable.store.base import (
 )
 from resumable.store.common import (
     already_exists,
-    blob_missing,
-    busy,
     check_fence,
-    check_keep,
     check_run_id,
     check_status,
     check_sync,
     damaged_summary,
     holder_is_dead,
-    lease_lost,
     meta_from_row,
     meta_json,
-    not_found,
 )
 from resumable.store.group_commit import GroupCommit, PendingAppend
 from resumable.store.heads import read_head, store_head
-
-SCHEMA_VERSION = 1
-SYNC_PRAGMAS = {"fsync": "FULL", "flush": "NORMAL"}
-
-_T = TypeVar("_T")
-
-_SCHEMA = """
-CREATE TABLE settings (name TEXT PRIMARY KEY, value BLOB NOT NULL);
-CREATE TABLE runs (
-    run_id TEXT PRIMARY KEY,
-    meta TEXT NOT NULL,
-    status TEXT NOT NULL,
-    created_at REAL NOT NULL,
-    updated_at REAL NOT NULL,
-    epoch INTEGER NOT NULL DEFAULT 0,
-    owner TEXT,
-    lease_expires_at REAL,
-    last_seq INTEGER NOT NULL DEFAULT 0,
-    last_write REAL
-);
-CREATE TABLE records (
-    run_id TEXT NOT NULL REFERENCES runs ON DELETE CASCADE,
-    seq INTEGER NOT NULL,
-    epoch INTEGER NOT NULL,
-    data BLOB NOT NULL,
-    PRIMARY KEY (run_id, seq)
-) WITHOUT ROWID;
-CREATE TABLE blobs (
-    run_id TEXT NOT NULL REFERENCES runs ON DELETE CASCADE,
-    digest TEXT NOT NULL,
-    data BLOB NOT NULL,
-    PRIMARY KEY (run_id, digest)
-);
-CREATE TABLE snapshots (
-    run_id TEXT NOT NULL REFERENCES runs ON DELETE CASCADE,
-    seq INTEGER NOT NULL,
-    data BLOB NOT NULL,
-    PRIMARY KEY (run_id, seq)
-);
-"""
-
-_RUN_COLUMNS = (
-    "run_id, meta, status, created_at, updated_at, epoch, owner, lease_expires_at, "
-    "last_seq, last_write"
-)
+from resumable.store.sqlite_blobs import SQLiteBlobs
+from resumable.store.sqlite_connection import RUN_COLUMNS
+from resumable.store.sqlite_leases import SQLiteLeases
 
 
-class SQLiteStore:
+class SQLiteStore(SQLiteBlobs, SQLiteLeases):
     """Runs in one SQLite file (WAL), written from one dedicated thread."""
 
     def __init__(
@@ -183,103 +135,6 @@ class SQLiteStore:
             self._executor = None
         self._held.clear()
 
-    def _open(self) -> None:
-        try:
-            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            self.heads.mkdir(mode=0o700, exist_ok=True)
-            # The file holds the MAC key: create it private before SQLite opens it.
-            os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))
-            conn = sqlite3.connect(
-                self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
-            )
-        except (OSError, sqlite3.Error) as err:
-            raise StoreUnavailableError(
-                f"cannot open the SQLite store {self.path}: {err}; check the path is writable",
-                path=str(self.path),
-            ) from err
-        self._conn = conn
-        mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
-        if str(mode).lower() != "wal":
-            raise StoreUnavailableError(
-                f"the SQLite store {self.path} cannot use WAL mode (it stays in {mode!r} mode); "
-                "put it on a local filesystem",
-                path=str(self.path),
-            )
-        conn.execute(f"PRAGMA synchronous={SYNC_PRAGMAS[self.sync]}")
-        conn.execute("PRAGMA foreign_keys=ON")
-        with self._transaction() as db:
-            version = db.execute("PRAGMA user_version").fetchone()[0]
-            if version > SCHEMA_VERSION:
-                raise SchemaVersionError(
-                    f"the SQLite store {self.path} has schema version {version}, written by a "
-                    f"newer resumable (this one knows {SCHEMA_VERSION}); upgrade resumable",
-                    path=str(self.path),
-                    version=version,
-                )
-            if version == 0:
-                # Not executescript: it would commit the open transaction first.
-                for statement in filter(str.strip, _SCHEMA.split(";")):
-                    db.execute(statement)
-                db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-
-    def _close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
-
-    async def _call(self, fn: Callable[..., _T], *args: Any) -> _T:
-        """Run ``fn`` on the store's thread, turning SQLite failures into ``StoreError``."""
-        if self._executor is None:
-            raise StoreError(f"the SQLite store {self.path} is not open (use `async with`)")
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(
-            self._executor, functools.partial(self._guarded, fn, *args)
-        )
-
-    def _guarded(self, fn: Callable[..., _T], *args: Any) -> _T:
-        try:
-            return fn(*args)
-        except sqlite3.Error as err:
-            raise StoreError(
-                f"the SQLite store {self.path} failed: {err}", path=str(self.path)
-            ) from err
-
-    @contextlib.contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction that takes the file's write lock at once (no upgrade deadlock)."""
-        conn = self._connection()
-        if conn.in_transaction:
-            yield conn
-            return
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield conn
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
-
-    def _connection(self) -> sqlite3.Connection:
-        if self._conn is None:
-            raise StoreError(f"the SQLite store {self.path} is not open (use `async with`)")
-        return self._conn
-
-    # -- key ------------------------------------------------------------------
-    async def mac_key(self) -> bytes:
-        if self._mac_key is None:
-            self._mac_key = await self._call(self._load_mac_key)
-        return self._mac_key
-
-    def _load_mac_key(self) -> bytes:
-        with self._transaction() as db:
-            db.execute(
-                "INSERT OR IGNORE INTO settings (name, value) VALUES ('mac_key', ?)",
-                (secrets.token_bytes(32),),
-            )
-            return bytes(
-                db.execute("SELECT value FROM settings WHERE name='mac_key'").fetchone()[0]
-            )
-
     # -- runs -----------------------------------------------------------------
     async def create_run(self, meta: RunMeta) -> None:
         check_run_id(meta.run_id)
@@ -305,7 +160,7 @@ class SQLiteStore:
     def _run_row(self, run_id: str) -> tuple[Any, ...]:
         row: tuple[Any, ...] | None = (
             self._connection()
-            .execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id=?", (run_id,))
+            .execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id=?", (run_id,))
             .fetchone()
         )
         if row is None:
@@ -356,7 +211,7 @@ class SQLiteStore:
     def _list_rows(self) -> list[tuple[Any, ...]]:
         return (
             self._connection()
-            .execute(f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY created_at DESC, run_id DESC")
+            .execute(f"SELECT {RUN_COLUMNS} FROM runs ORDER BY created_at DESC, run_id DESC")
             .fetchall()
         )
 
@@ -455,153 +310,3 @@ class SQLiteStore:
             (run_id,),
         ).fetchone()
         return int(row[0])
-
-    def _not_found(self, run_id: str) -> ResumableError:
-        """No such run - or one that acknowledged records the database no longer has."""
-        if read_head(self.heads / run_id):
-            return self._vanished(run_id)
-        return not_found(run_id, self.url)
-
-    def _vanished(self, run_id: str) -> StoreError:
-        seq = read_head(self.heads / run_id) or 0
-        return StoreError(
-            f"run {run_id}: its records 1-{seq} are missing from the SQLite store {self.path} "
-            f"(was its -wal file lost or damaged?); restore the file together with "
-            f"{self.path.name}-wal from a backup",
-            run_id=run_id,
-        )
-
-    # -- blobs ----------------------------------------------------------------
-    async def put_blob(self, run_id: str, digest: str, data: bytes) -> None:
-        await self._call(self._put_blob, run_id, digest, data)
-
-    def _put_blob(self, run_id: str, digest: str, data: bytes) -> None:
-        with self._transaction() as db:
-            try:
-                db.execute(
-                    "INSERT OR IGNORE INTO blobs (run_id, digest, data) VALUES (?, ?, ?)",
-                    (run_id, digest, data),
-                )
-            except sqlite3.IntegrityError:
-                raise self._not_found(run_id) from None
-
-    async def get_blob(self, run_id: str, digest: str) -> bytes:
-        row = await self._call(self._blob_row, run_id, digest)
-        if row is None:
-            raise blob_missing(run_id, digest, self.url)
-        return bytes(row[0])
-
-    async def has_blob(self, run_id: str, digest: str) -> bool:
-        return await self._call(self._blob_row, run_id, digest) is not None
-
-    def _blob_row(self, run_id: str, digest: str) -> tuple[Any, ...] | None:
-        row: tuple[Any, ...] | None = (
-            self._connection()
-            .execute("SELECT data FROM blobs WHERE run_id=? AND digest=?", (run_id, digest))
-            .fetchone()
-        )
-        return row
-
-    # -- snapshots --------------------------------------------------------------
-    async def put_snapshot(self, run_id: str, seq: int, data: bytes, lease: Lease) -> None:
-        await self._call(self._put_snapshot, run_id, seq, data, lease)
-
-    def _put_snapshot(self, run_id: str, seq: int, data: bytes, lease: Lease) -> None:
-        with self._transaction() as db:
-            row = db.execute("SELECT epoch FROM runs WHERE run_id=?", (run_id,)).fetchone()
-            if row is None:
-                raise self._not_found(run_id)
-            check_fence(run_id, lease, row[0], self.url)
-            db.execute(
-                "INSERT OR REPLACE INTO snapshots (run_id, seq, data) VALUES (?, ?, ?)",
-                (run_id, seq, data),
-            )
-
-    async def get_snapshot(
-        self, run_id: str, at_or_before: int | None = None
-    ) -> tuple[int, bytes] | None:
-        return await self._call(self._get_snapshot, run_id, at_or_before)
-
-    def _get_snapshot(self, run_id: str, at_or_before: int | None) -> tuple[int, bytes] | None:
-        limit = (1 << 63) - 1 if at_or_before is None else at_or_before
-        row = (
-            self._connection()
-            .execute(
-                "SELECT seq, data FROM snapshots WHERE run_id=? AND seq<=? "
-                "ORDER BY seq DESC LIMIT 1",
-                (run_id, limit),
-            )
-            .fetchone()
-        )
-        return None if row is None else (int(row[0]), bytes(row[1]))
-
-    async def prune(self, run_id: str, keep: int) -> int:
-        check_keep(keep)
-        return await self._call(self._prune, run_id, keep)
-
-    def _prune(self, run_id: str, keep: int) -> int:
-        with self._transaction() as db:
-            if db.execute("SELECT 1 FROM runs WHERE run_id=?", (run_id,)).fetchone() is None:
-                raise self._not_found(run_id)
-            row = db.execute(
-                "SELECT seq FROM snapshots WHERE run_id=? ORDER BY seq DESC LIMIT 1 OFFSET ?",
-                (run_id, keep),
-            ).fetchone()
-            if row is None:
-                return 0
-            db.execute("DELETE FROM snapshots WHERE run_id=? AND seq<=?", (run_id, row[0]))
-            return db.execute(
-                "DELETE FROM records WHERE run_id=? AND seq<=?", (run_id, row[0])
-            ).rowcount
-
-    # -- ownership ------------------------------------------------------------
-    async def acquire(self, run_id: str, owner: str, ttl: float = 30.0) -> Lease:
-        check_run_id(run_id)
-        lease = await self._call(self._acquire, run_id, owner, ttl)
-        self._held[run_id] = lease.epoch
-        return lease
-
-    def _acquire(self, run_id: str, owner: str, ttl: float) -> Lease:
-        now = time.time()
-        with self._transaction() as db:
-            row = db.execute(
-                "SELECT epoch, owner, lease_expires_at FROM runs WHERE run_id=?", (run_id,)
-            ).fetchone()
-            if row is None:
-                raise self._not_found(run_id)
-            epoch, holder, expires = row
-            mine = self._held.get(run_id) == epoch
-            if holder is not None and (mine or (expires > now and not holder_is_dead(holder))):
-                raise busy(run_id, holder, epoch)
-            db.execute(
-                "UPDATE runs SET epoch=?, owner=?, lease_expires_at=? WHERE run_id=?",
-                (epoch + 1, owner, now + ttl, run_id),
-            )
-        return Lease(run_id, epoch + 1, owner, now + ttl)
-
-    async def renew(self, lease: Lease, ttl: float = 30.0) -> Lease:
-        return await self._call(self._renew, lease, ttl)
-
-    def _renew(self, lease: Lease, ttl: float) -> Lease:
-        expires = time.time() + ttl
-        with self._transaction() as db:
-            cursor = db.execute(
-                "UPDATE runs SET lease_expires_at=? WHERE run_id=? AND epoch=? AND owner=?",
-                (expires, lease.run_id, lease.epoch, lease.owner),
-            )
-            if cursor.rowcount == 0:
-                self._held.pop(lease.run_id, None)
-                raise lease_lost(lease)
-        return Lease(lease.run_id, lease.epoch, lease.owner, expires)
-
-    async def release(self, lease: Lease) -> None:
-        await self._call(self._release, lease)
-        if self._held.get(lease.run_id) == lease.epoch:
-            del self._held[lease.run_id]
-
-    def _release(self, lease: Lease) -> None:
-        with self._transaction() as db:
-            db.execute(
-                "UPDATE runs SET owner=NULL, lease_expires_at=NULL WHERE run_id=? AND epoch=?",
-                (lease.run_id, lease.epoch),
-            )

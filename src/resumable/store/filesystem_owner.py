@@ -1,0 +1,86 @@
+"""The ownership side of a FileStore run: its ``flock`` and the segment its owner appends to.
+
+A run is owned by the process holding ``runs/<run_id>/lock`` with ``flock``; the lock
+goes with the fd, so a crashed owner releases it without any clean-up. ``OwnedRun`` is
+what the owning store object keeps open between appends.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from resumable.errors import RunBusyError
+
+
+@dataclass(slots=True)
+class OwnedRun:
+    """A run this store object owns: its lock, epoch, and the segment being appended to."""
+
+    lock_fd: int
+    head_fd: int
+    epoch: int
+    last_seq: int
+    log_dir: Path
+    fd: int = -1
+    segment: Path | None = None
+    size: int = 0
+
+    def open_segment(self, first_seq: int) -> None:
+        self.segment = self.log_dir / f"{first_seq:020d}.seg"
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+        self.fd = os.open(self.segment, flags, 0o600)
+        self.size = os.fstat(self.fd).st_size
+
+    def close_segment(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def undo_write(self) -> None:
+        """Cut a partial write back off, so the next batch follows the last good frame."""
+        if self.fd < 0:
+            return
+        try:
+            os.ftruncate(self.fd, self.size)
+        except OSError:
+            self.close_segment()
+
+
+def try_lock(path: Path) -> int | None:
+    """An fd holding the run's lock, or None if a live owner holds it."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def is_locked(path: Path) -> bool:
+    """Whether a live owner holds the run (probed without keeping the lock)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def busy_error(run_id: str) -> RunBusyError:
+    return RunBusyError(
+        f"run {run_id} is owned by a live process; wait for it to finish or stop it "
+        "(`resumable runs` shows it as running)",
+        run_id=run_id,
+    )

@@ -1,0 +1,193 @@
+"""The SQLite store's file and its one thread: schema, connection, transactions, MAC key.
+
+One connection, owned by one dedicated thread (``_executor``): every call is a job on
+that thread, so the event loop never blocks on disk and the connection is never shared
+between threads. :class:`~resumable.store.sqlite.SQLiteStore` builds its API on this.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import os
+import secrets
+import sqlite3
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+from resumable.errors import ResumableError, SchemaVersionError, StoreError, StoreUnavailableError
+from resumable.store.common import not_found
+from resumable.store.heads import read_head
+
+SCHEMA_VERSION = 1
+SYNC_PRAGMAS = {"fsync": "FULL", "flush": "NORMAL"}
+
+_SCHEMA = """
+CREATE TABLE settings (name TEXT PRIMARY KEY, value BLOB NOT NULL);
+CREATE TABLE runs (
+    run_id TEXT PRIMARY KEY,
+    meta TEXT NOT NULL,
+    status TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    epoch INTEGER NOT NULL DEFAULT 0,
+    owner TEXT,
+    lease_expires_at REAL,
+    last_seq INTEGER NOT NULL DEFAULT 0,
+    last_write REAL
+);
+CREATE TABLE records (
+    run_id TEXT NOT NULL REFERENCES runs ON DELETE CASCADE,
+    seq INTEGER NOT NULL,
+    epoch INTEGER NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (run_id, seq)
+) WITHOUT ROWID;
+CREATE TABLE blobs (
+    run_id TEXT NOT NULL REFERENCES runs ON DELETE CASCADE,
+    digest TEXT NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (run_id, digest)
+);
+CREATE TABLE snapshots (
+    run_id TEXT NOT NULL REFERENCES runs ON DELETE CASCADE,
+    seq INTEGER NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (run_id, seq)
+);
+"""
+
+RUN_COLUMNS = (
+    "run_id, meta, status, created_at, updated_at, epoch, owner, lease_expires_at, "
+    "last_seq, last_write"
+)
+
+_T = TypeVar("_T")
+
+
+class SQLiteConnection:
+    """The open database file; ``SQLiteStore`` sets these attributes."""
+
+    path: Path
+    url: str
+    heads: Path
+    sync: str
+    busy_timeout: float
+    _conn: sqlite3.Connection | None
+    _executor: ThreadPoolExecutor | None
+    _mac_key: bytes | None
+
+    def _open(self) -> None:
+        try:
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            self.heads.mkdir(mode=0o700, exist_ok=True)
+            # The file holds the MAC key: create it private before SQLite opens it.
+            os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))
+            conn = sqlite3.connect(
+                self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
+            )
+        except (OSError, sqlite3.Error) as err:
+            raise StoreUnavailableError(
+                f"cannot open the SQLite store {self.path}: {err}; check the path is writable",
+                path=str(self.path),
+            ) from err
+        self._conn = conn
+        mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise StoreUnavailableError(
+                f"the SQLite store {self.path} cannot use WAL mode (it stays in {mode!r} mode); "
+                "put it on a local filesystem",
+                path=str(self.path),
+            )
+        conn.execute(f"PRAGMA synchronous={SYNC_PRAGMAS[self.sync]}")
+        conn.execute("PRAGMA foreign_keys=ON")
+        with self._transaction() as db:
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise SchemaVersionError(
+                    f"the SQLite store {self.path} has schema version {version}, written by a "
+                    f"newer resumable (this one knows {SCHEMA_VERSION}); upgrade resumable",
+                    path=str(self.path),
+                    version=version,
+                )
+            if version == 0:
+                # Not executescript: it would commit the open transaction first.
+                for statement in filter(str.strip, _SCHEMA.split(";")):
+                    db.execute(statement)
+                db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+    def _close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    async def _call(self, fn: Callable[..., _T], *args: Any) -> _T:
+        """Run ``fn`` on the store's thread, turning SQLite failures into ``StoreError``."""
+        if self._executor is None:
+            raise StoreError(f"the SQLite store {self.path} is not open (use `async with`)")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            self._executor, functools.partial(self._guarded, fn, *args)
+        )
+
+    def _guarded(self, fn: Callable[..., _T], *args: Any) -> _T:
+        try:
+            return fn(*args)
+        except sqlite3.Error as err:
+            raise StoreError(
+                f"the SQLite store {self.path} failed: {err}", path=str(self.path)
+            ) from err
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction that takes the file's write lock at once (no upgrade deadlock)."""
+        conn = self._connection()
+        if conn.in_transaction:
+            yield conn
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise StoreError(f"the SQLite store {self.path} is not open (use `async with`)")
+        return self._conn
+
+    # -- key ------------------------------------------------------------------
+    async def mac_key(self) -> bytes:
+        if self._mac_key is None:
+            self._mac_key = await self._call(self._load_mac_key)
+        return self._mac_key
+
+    def _load_mac_key(self) -> bytes:
+        with self._transaction() as db:
+            db.execute(
+                "INSERT OR IGNORE INTO settings (name, value) VALUES ('mac_key', ?)",
+                (secrets.token_bytes(32),),
+            )
+            return bytes(
+                db.execute("SELECT value FROM settings WHERE name='mac_key'").fetchone()[0]
+            )
+
+    def _not_found(self, run_id: str) -> ResumableError:
+        """No such run - or one that acknowledged records the database no longer has."""
+        if read_head(self.heads / run_id):
+            return self._vanished(run_id)
+        return not_found(run_id, self.url)
+
+    def _vanished(self, run_id: str) -> StoreError:
+        seq = read_head(self.heads / run_id) or 0
+        return StoreError(
+            f"run {run_id}: its records 1-{seq} are missing from the SQLite store {self.path} "
+            f"(was its -wal file lost or damaged?); restore the file together with "
+            f"{self.path.name}-wal from a backup",
+            run_id=run_id,
+        )
