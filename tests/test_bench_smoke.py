@@ -171,7 +171,7 @@ def test_group_commit_shares_commits_between_concurrent_tasks(tmp_path: Path) ->
         for shape in ("1 run", "3 runs", "1 run, 3 tasks")
     }
     assert all(row["awaits/s"] > 0 for row in rows.values())
-    assert rows["file, 1 run, 3 tasks"]["commits/await"] < 1
+    assert rows["sqlite, 1 run, 3 tasks"]["commits/await"] < 1
 
 
 def test_resume_reads_only_the_records_after_the_newest_snapshot(tmp_path: Path) -> None:

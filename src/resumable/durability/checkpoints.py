@@ -197,7 +197,7 @@ class CheckpointManager:
             self._deferred = True  # flushed before anything else the run does
             return
         if self.stop_requested or policy.every <= 1 or len(self._buffer) >= policy.every:
-            await self._flush(gather=alone)
+            await self._flush()
         elif policy.interval_seconds > 0:
             now = time.monotonic()
             if len(self._buffer) == 1:
@@ -225,12 +225,13 @@ class CheckpointManager:
         if self._buffer:
             await self._flush()
 
-    async def _flush(self, *, gather: bool = False) -> None:
+    async def _flush(self) -> None:
         """Make the buffer durable, or wait for the append in progress that carries it.
 
         Group commit: records buffered while an append runs go out together in the next
-        one, and every task waiting for an append is woken when it lands. ``gather``:
-        first let the tasks whose awaits completed in this turn of the loop add theirs.
+        one, and every task waiting for an append is woken when it lands. A writer never
+        yields to the loop before its append starts: that would let other tasks run
+        program code first and interleave them otherwise than plain Python does.
         """
         want = self._seq
         while self._writing is not None:
@@ -241,8 +242,6 @@ class CheckpointManager:
             return  # taken by an append whose writer got its error
         writing = self._writing = asyncio.get_running_loop().create_future()
         try:
-            if gather and len(self._buffer) == 1:
-                await asyncio.sleep(0)
             last = await self._append_buffer()
         finally:
             self._writing = None
