@@ -22,11 +22,7 @@ await), which is what the new model journals.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import inspect
-import os
-import socket
-import time
 import warnings
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Collection, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -34,6 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from resumable.durability.divergence import never_reached, site_changed, site_missed
 from resumable.durability.fast_forward import FastForward, program_method
 from resumable.durability.foreign import is_foreign
+from resumable.durability.keys import in_flight
 from resumable.durability.order import ReplayOrder
 from resumable.durability.recording import NEW_MODEL, discard, legacy_leaves, record_value
 from resumable.durability.state import AwaitEntry
@@ -56,45 +53,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-_in_flight: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "resumable_await", default=None
-)
-
 _DIRECT = DirectHook()
-
-
-def idempotency_key() -> str:
-    """The key of the effect in flight: the same in the run that crashed and on resume.
-
-    Inside a step or a foreign await it names that call; in program code of a durable
-    statement it names the next foreign await or step of the running task. Tools use it to
-    de-duplicate the one effect a crash may repeat.
-
-    Outside a durable run (plain Python, ``enabled = false``) nothing is ever resumed, so
-    there is nothing to repeat: the key is this process's own, ``local:HOST:PID:START/N``,
-    a new ``N`` for each call, so no two effects share one.
-    """
-    key = await_key()
-    if key is not None:
-        return key
-    global _local_calls
-    _local_calls += 1
-    return f"{_PROCESS_KEY}/{_local_calls}"
-
-
-_PROCESS_KEY = f"local:{socket.gethostname()}:{os.getpid()}:{int(time.time() * 1000)}"
-_local_calls = 0
-
-
-def await_key() -> str | None:
-    """The idempotency key of the await or step in flight in a durable run; None outside one."""
-    key = _in_flight.get()
-    if key is not None:
-        return key
-    cursor = current_cursor()
-    if cursor is not None:
-        return cursor.journal.full_key(cursor.peek())
-    return None
 
 
 class FrameRecorder(HookBase):
@@ -177,7 +136,7 @@ class FrameRecorder(HookBase):
                 self._order.drop(entry.seq)
             value: T = self._answer(entry)
             return value
-        flight = _in_flight.set(self.full_key(key))
+        flight = in_flight.set(self.full_key(key))
         token = set_cursor(None)
         try:
             value = thunk()
@@ -186,7 +145,7 @@ class FrameRecorder(HookBase):
             raise
         finally:
             reset_cursor(token)
-            _in_flight.reset(flight)
+            in_flight.reset(flight)
         self._defer(cursor, key, site, "v", value)
         return value
 
@@ -309,7 +268,7 @@ class FrameRecorder(HookBase):
         if self.manager.deferred:
             with outside_keys():
                 await self.manager.flush()
-        flight = _in_flight.set(self.full_key(key))
+        flight = in_flight.set(self.full_key(key))
         token = set_cursor(None)
         try:
             result = await awaitable
@@ -318,7 +277,7 @@ class FrameRecorder(HookBase):
             raise
         finally:
             reset_cursor(token)
-            _in_flight.reset(flight)
+            in_flight.reset(flight)
         with outside_keys():
             await self._record(cursor, key, site, "v", result)
         return result
