@@ -18,7 +18,7 @@ from resumable.durability.embedded.executor import DurableExecutor
 from resumable.durability.embedded.llm import DurableLLM, DurableStream
 from resumable.durability.embedded.outcome import Failure, Outcome
 from resumable.durability.embedded.run import DurableRun, RunInfo, open_run
-from resumable.durability.journal import idempotency_key
+from resumable.durability.keys import idempotency_key
 from resumable.durability.recovery import RecoveryCoordinator
 from resumable.durability.snapshot import register_external, register_reducer
 from resumable.durability.steps import step

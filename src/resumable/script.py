@@ -143,6 +143,7 @@ async def drive_script(
         replay_index=frame.journal_stmt,
         replay=frame.journal,
         task_names=frame.task_names,
+        window=frame.window or {},
         on_live=output.go_live if legacy else None,
     )
     recorder.set_previous_namespace(frame.ns)

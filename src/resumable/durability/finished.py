@@ -4,7 +4,9 @@ A task that had finished when its statement's boundary was written is saved as i
 outcome (result, exception or cancellation) and its name, and restored as a done
 future that gives them: a later ``await t``, ``t.result()``, ``gather`` over it get
 what the uninterrupted run got, and nothing runs again. A task still running at a
-boundary cannot be saved (its coroutine's frame cannot be pickled): it is left out
+boundary cannot be saved (its coroutine's frame cannot be pickled): a script's
+boundary then saves no namespace and a resume replays from before the task's
+statement (see :mod:`resumable.durability.generations`); elsewhere it is left out
 with a reason, as any other value that cannot be checkpointed.
 """
 

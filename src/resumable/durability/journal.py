@@ -22,18 +22,24 @@ await), which is what the new model journals.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import inspect
-import os
-import socket
-import time
 import warnings
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Collection, Coroutine
+from collections.abc import (
+    AsyncIterable,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Collection,
+    Coroutine,
+    Iterable,
+)
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from resumable.durability.divergence import never_reached, site_changed, site_missed
 from resumable.durability.fast_forward import FastForward, program_method
 from resumable.durability.foreign import is_foreign
+from resumable.durability.generations import Generations
+from resumable.durability.keys import in_flight
 from resumable.durability.order import ReplayOrder
 from resumable.durability.recording import NEW_MODEL, discard, legacy_leaves, record_value
 from resumable.durability.state import AwaitEntry
@@ -57,45 +63,8 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-_in_flight: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "resumable_await", default=None
-)
 
 _DIRECT = DirectHook()
-
-
-def idempotency_key() -> str:
-    """The key of the effect in flight: the same in the run that crashed and on resume.
-
-    Inside a step or a foreign await it names that call; in program code of a durable
-    statement it names the next foreign await or step of the running task. Tools use it to
-    de-duplicate the one effect a crash may repeat.
-
-    Outside a durable run (plain Python, ``enabled = false``) nothing is ever resumed, so
-    there is nothing to repeat: the key is this process's own, ``local:HOST:PID:START/N``,
-    a new ``N`` for each call, so no two effects share one.
-    """
-    key = await_key()
-    if key is not None:
-        return key
-    global _local_calls
-    _local_calls += 1
-    return f"{_PROCESS_KEY}/{_local_calls}"
-
-
-_PROCESS_KEY = f"local:{socket.gethostname()}:{os.getpid()}:{int(time.time() * 1000)}"
-_local_calls = 0
-
-
-def await_key() -> str | None:
-    """The idempotency key of the await or step in flight in a durable run; None outside one."""
-    key = _in_flight.get()
-    if key is not None:
-        return key
-    cursor = current_cursor()
-    if cursor is not None:
-        return cursor.journal.full_key(cursor.peek())
-    return None
 
 
 class FrameRecorder(HookBase):
@@ -120,6 +89,7 @@ class FrameRecorder(HookBase):
         extras: Callable[[], Awaitable[dict[str, Any]]] | None = None,
         on_answer: Callable[[str], None] | None = None,
         task_names: int = 0,
+        window: dict[int, dict[Any, AwaitEntry]] | None = None,
     ) -> None:
         self.manager = manager
         self.frame_id = frame_id
@@ -128,7 +98,11 @@ class FrameRecorder(HookBase):
         self.turn = turn
         self._replay_index = replay_index
         self._pending_replay = legacy_leaves(dict(replay or {}))
-        self._replay: dict[Any, AwaitEntry] = {}
+        self._window = {i: legacy_leaves(dict(j)) for i, j in (window or {}).items()}
+        """Journals of the statements replay runs again because a task outlived its own."""
+        self._windows = window is not None
+        """Whether the driver replays windows (if not, tasks are journaled within their statement)."""
+        self._generations = Generations()
         self._order: ReplayOrder | None = None
         self._on_live = on_live
         self._exclude = exclude
@@ -151,14 +125,28 @@ class FrameRecorder(HookBase):
 
     # -- what task cursors report to (resumable.durability.tasks.KeyedJournal) ---------
     def live(self, cursor: TaskCursor) -> bool:
-        return self._live and cursor.statement == self._generation
+        generation = cursor.statement
+        return (self._live and generation == self._generation) or (
+            generation in self._generations.open
+        )
+
+    def track(self, cursor: TaskCursor, task: asyncio.Task[Any]) -> None:
+        """A task spawned by program code: a boundary it outlives opens a replay window."""
+        if self._windows:
+            self._generations.track(cursor.statement, task)
+
+    def _key_of(self, cursor: TaskCursor | None, key: Key) -> str:
+        generation = self._generation if cursor is None else cursor.statement
+        index = self._generations.index(generation, self._index)
+        return f"{self._key_prefix}{self.turn}.{index}.{key}"
 
     def next_task_name(self) -> str:
         self._task_names += 1
         return f"Task-{self._task_names + 1}"
 
     def full_key(self, key: Key) -> str:
-        return f"{self._key_prefix}{self.turn}.{self._index}.{key}"
+        """``key`` of the running task, named under the statement that spawned the task."""
+        return self._key_of(current_cursor(), key)
 
     def spawned(self, cursor: TaskCursor, coro: Coroutine[Any, Any, T]) -> Coroutine[Any, Any, T]:
         if not is_foreign(coro):
@@ -173,13 +161,13 @@ class FrameRecorder(HookBase):
 
     def call_step(self, cursor: TaskCursor, site: str, thunk: Callable[[], T]) -> T:
         key = cursor.take()
-        entry = self._replayed_entry(key, site, None)
+        entry = self._replayed_entry(cursor, key, site, None)
         if entry is not None:
             if self._order is not None:
                 self._order.drop(entry.seq)
             value: T = self._answer(entry)
             return value
-        flight = _in_flight.set(self.full_key(key))
+        flight = in_flight.set(self._key_of(cursor, key))
         token = set_cursor(None)
         try:
             value = thunk()
@@ -188,7 +176,7 @@ class FrameRecorder(HookBase):
             raise
         finally:
             reset_cursor(token)
-            _in_flight.reset(flight)
+            in_flight.reset(flight)
         self._defer(cursor, key, site, "v", value)
         return value
 
@@ -199,15 +187,17 @@ class FrameRecorder(HookBase):
         self._generation += 1
         self._live = True
         install_task_keys(asyncio.get_running_loop())
-        if index == self._replay_index:
-            self._replay = self._pending_replay
-            self._pending_replay = {}
-            self._replay_index = None
-            seqs = [entry.seq for entry in self._replay.values() if entry.outcome != "x"]
-            self._order = ReplayOrder(seqs, self._stuck) if seqs else None
-        else:
-            self._replay = {}
+        replay: dict[Any, AwaitEntry] = {}
+        if self._window:  # one order for the window: its tasks' results interleave
+            if self._order is None:
+                self._order = self._order_of(e for j in self._window.values() for e in j.values())
+            replay = self._window.pop(index, {})
+        elif index == self._replay_index:
+            replay, self._pending_replay, self._replay_index = self._pending_replay, {}, None
+            self._order = self._order_of(replay.values())
+        elif not self._generations.pending():
             self._order = None
+        self._generations.begin(self._generation, index, replay)
         set_cursor(TaskCursor(self, self._generation))
 
     def statement_aborted(self, statement: Statement, index: int) -> None:
@@ -217,8 +207,8 @@ class FrameRecorder(HookBase):
     def _end_statement(self) -> dict[Any, AwaitEntry]:
         self._live = False
         set_cursor(None)
-        leftover, self._replay = self._replay, {}
-        if self._order is not None:
+        leftover = self._generations.end(self._generation)
+        if self._order is not None and not self._window and not self._generations.pending():
             self._order.cancel()
             self._order = None
         return leftover
@@ -230,16 +220,18 @@ class FrameRecorder(HookBase):
         if leftover:
             first = min(leftover.values(), key=lambda entry: entry.seq)
             raise site_missed(self.frame_id, index, statement.line, first)
+        if self._generations.open:
+            # A task outlives the statement: a resume starts from the boundary before
+            # the oldest such statement, so this namespace is never restored.
+            self._last_ns = None
+            await self.manager.write("stmt", self.frame_id, self._boundary(index, statement))
+            return
         capture = self.snapshotter.capture(self.namespace, exclude=self._exclude)
         await self.manager.put_blobs(capture.new_blobs)
         unchanged = capture.data == self._last_ns
         self._last_ns = capture.data
-        body: dict[str, Any] = {
-            "t": self.turn,
-            "i": index,
-            "end": statement.end,
-            "ns": None if unchanged else capture.data,
-        }
+        body = self._boundary(index, statement)
+        body["ns"] = None if unchanged else capture.data
         if not unchanged:
             body["b"] = sorted(capture.blobs)
             if capture.lost:
@@ -258,13 +250,20 @@ class FrameRecorder(HookBase):
             body.update(await self._extras())
         await self.manager.write("stmt", self.frame_id, body)
 
+    def _boundary(self, index: int, statement: Statement) -> dict[str, Any]:
+        body: dict[str, Any] = {"t": self.turn, "i": index, "end": statement.end, "ns": None}
+        if self._generations.open:
+            body["live"] = True
+        return body
+
     # -- awaits -----------------------------------------------------------------------
     def will_replay(self) -> bool:
         """True if the running task's next foreign await will be answered from the log."""
         cursor = current_cursor()
-        if cursor is None or not self._replay:
+        replay = None if cursor is None else self._generations.replay(cursor.statement)
+        if cursor is None or not replay:
             return False
-        entry = self._replay.get(cursor.peek())
+        entry = replay.get(cursor.peek())
         return entry is not None and entry.outcome != "x"
 
     def aiter(self, site: str, iterable: AsyncIterable[T]) -> AsyncIterator[T]:
@@ -298,13 +297,13 @@ class FrameRecorder(HookBase):
         start: Callable[[], Awaitable[T]] | None,
     ) -> T:
         key = cursor.take()
-        entry = self._replayed_entry(key, site, awaitable)
+        entry = self._replayed_entry(cursor, key, site, awaitable)
         if entry is not None:
             discard(awaitable)
             if self._order is not None:
                 await self._order.turn(entry.seq)
             if self._on_answer is not None:
-                self._on_answer(self.full_key(key))
+                self._on_answer(self._key_of(cursor, key))
             return self._answer(entry)  # type: ignore[no-any-return]
         if awaitable is None:
             assert start is not None
@@ -312,7 +311,7 @@ class FrameRecorder(HookBase):
         if self.manager.deferred:
             with outside_keys():
                 await self.manager.flush()
-        flight = _in_flight.set(self.full_key(key))
+        flight = in_flight.set(self._key_of(cursor, key))
         token = set_cursor(None)
         try:
             result = await awaitable
@@ -321,18 +320,19 @@ class FrameRecorder(HookBase):
             raise
         finally:
             reset_cursor(token)
-            _in_flight.reset(flight)
+            in_flight.reset(flight)
         with outside_keys():
             await self._record(cursor, key, site, "v", result)
         return result
 
     def _replayed_entry(
-        self, key: Key, site: str, awaitable: Awaitable[Any] | None
+        self, cursor: TaskCursor, key: Key, site: str, awaitable: Awaitable[Any] | None
     ) -> AwaitEntry | None:
         """The recorded result at ``key`` to answer with (None: make the call for real)."""
-        if not self._replay:
+        replay = self._generations.replay(cursor.statement)
+        if not replay:
             return None
-        entry = self._replay.pop(key, None)
+        entry = replay.pop(key, None)
         if entry is None:
             return None
         if entry.site != site:
@@ -356,25 +356,31 @@ class FrameRecorder(HookBase):
             raise value
         return value
 
+    def _order_of(self, entries: Iterable[AwaitEntry]) -> ReplayOrder | None:
+        seqs = [entry.seq for entry in entries if entry.outcome != "x"]
+        return ReplayOrder(seqs, self._stuck) if seqs else None
+
     def _stuck(self, seq: int, waiting: list[int]) -> BaseException:
-        expected = next((e.site for e in self._replay.values() if e.seq == seq), "?")
+        entries = self._generations.entries()
+        expected = next((e.site for e in entries if e.seq == seq), "?")
         return never_reached(self.frame_id, self._index, expected, seq, waiting)
 
     def _replayed(self, entry: AwaitEntry) -> None:
         if self._on_live is not None and (
-            entry.seq >= self.manager.replay_until or not self._replay
+            entry.seq >= self.manager.replay_until or not self._generations.pending()
         ):
             self._on_live()
 
-    def _body(self, key: Key, site: str, outcome: str) -> dict[str, Any]:
-        return {"t": self.turn, "i": self._index, "k": key, "s": site, "n": NEW_MODEL, "o": outcome}
+    def _body(self, cursor: TaskCursor, key: Key, site: str, outcome: str) -> dict[str, Any]:
+        index = self._generations.index(cursor.statement, self._index)
+        return {"t": self.turn, "i": index, "k": key, "s": site, "n": NEW_MODEL, "o": outcome}
 
     async def _record(
         self, cursor: TaskCursor, key: Key, site: str, outcome: str, value: Any
     ) -> None:
         if not self.live(cursor):
             return  # the statement is over: a task it left running is not journaled
-        body = self._body(key, site, outcome)
+        body = self._body(cursor, key, site, outcome)
         blobs, _ = record_value(body, self.snapshotter, value, self.namespace)
         if blobs:
             await self.manager.put_blobs(blobs)
@@ -386,7 +392,7 @@ class FrameRecorder(HookBase):
         """Record a synchronous step; durable with the next record the run writes."""
         if not self.live(cursor):
             return
-        body = self._body(key, site, outcome)
+        body = self._body(cursor, key, site, outcome)
         blobs, exc = record_value(body, self.snapshotter, value, self.namespace)
         if exc is not None:
             warnings.warn(

@@ -91,6 +91,9 @@ class FrameState:
     lost: dict[str, str] = field(default_factory=dict)
     journal: dict[int | str, AwaitEntry] = field(default_factory=dict)
     journal_stmt: int | None = None
+    window: dict[int, dict[int | str, AwaitEntry]] | None = None
+    """While a task outlives the statement that spawned it: the journals of every
+    statement since the boundary the namespace is from (the replay window), by index."""
     task_names: int = 0
     output: int = 0
     """Program output produced (in characters) when the frame's last boundary was written."""
@@ -148,14 +151,22 @@ class RunState:
         if kind == "await":
             frame = self.frame(record.frame)
             index = body["i"]
+            entry = AwaitEntry(
+                body["s"], body["o"], body.get("v"), body["n"], record.seq, tuple(body.get("b", ()))
+            )
+            if frame.window is not None:
+                frame.window.setdefault(index, {})[body["k"]] = entry
+                return self._after(record)
             if frame.journal_stmt != index:
                 frame.journal = {}
                 frame.journal_stmt = index
-            frame.journal[body["k"]] = AwaitEntry(
-                body["s"], body["o"], body.get("v"), body["n"], record.seq, tuple(body.get("b", ()))
-            )
+            frame.journal[body["k"]] = entry
         elif kind == "stmt":
             frame = self.frame(record.frame)
+            if body.get("live"):
+                _open_window(frame)
+                return self._after(record)
+            frame.window = None
             frame.next_index = body["i"] + 1
             frame.offset = body["end"]
             if body.get("ns") is not None:
@@ -223,11 +234,18 @@ class RunState:
             self.answers[body["key"]] = body.get("value")
         elif kind == "ask":
             self.asks[body["key"]] = dict(body)
+        self._after(record)
+
+    def _after(self, record: Record) -> None:
+        """What every record tells: how far output and events go."""
+        body = record.body
+        kind = record.kind
         op = body.get("op")
         if op is not None:
             self.output = max(self.output, op)
-            if kind != "await" and kind != "status":
-                self.frame(record.frame).output = op
+            frame = self.frame(record.frame) if kind not in ("await", "status") else None
+            if frame is not None and frame.window is None:
+                frame.output = op
         if kind not in ("status", "answer", "ask", "retry"):
             self.last_event_seq = record.seq
             frame_state = self.frames.get(record.frame)
@@ -284,6 +302,30 @@ class RunState:
         return state
 
 
+def _open_window(frame: FrameState) -> None:
+    """A boundary with a task still alive: the namespace stays the one before the window."""
+    if frame.window is None:
+        frame.window = {}
+        if frame.journal_stmt is not None:
+            frame.window[frame.journal_stmt] = frame.journal
+    frame.journal = {}
+    frame.journal_stmt = None
+
+
+def _entries(journal: dict[int | str, AwaitEntry]) -> list[list[Any]]:
+    return [
+        [k, e.site, e.outcome, e.value, e.next_key, e.seq, list(e.blobs)]
+        for k, e in journal.items()
+    ]
+
+
+def _journal_of(items: list[list[Any]]) -> dict[int | str, AwaitEntry]:
+    return {
+        key: AwaitEntry(site, outcome, value, next_key, seq, tuple(blobs))
+        for key, site, outcome, value, next_key, seq, blobs in items
+    }
+
+
 def _frame_to_dict(frame: FrameState) -> dict[str, Any]:
     return {
         "id": frame.frame_id,
@@ -300,11 +342,11 @@ def _frame_to_dict(frame: FrameState) -> dict[str, Any]:
         "ns": frame.ns,
         "ns_blobs": frame.ns_blobs,
         "lost": frame.lost,
-        "journal": [
-            [k, e.site, e.outcome, e.value, e.next_key, e.seq, list(e.blobs)]
-            for k, e in frame.journal.items()
-        ],
+        "journal": _entries(frame.journal),
         "journal_stmt": frame.journal_stmt,
+        "window": None
+        if frame.window is None
+        else [[i, _entries(journal)] for i, journal in frame.window.items()],
         "errors": frame.errors,
         "returned": frame.returned,
         "result": frame.result,
@@ -342,6 +384,7 @@ def _frame_from_dict(data: dict[str, Any]) -> FrameState:
         frame.turns.append(
             TurnState(index, chunks, complete, prompt, usage, ms, filtered, fix, retries)
         )
-    for key, site, outcome, value, next_key, seq, blobs in data["journal"]:
-        frame.journal[key] = AwaitEntry(site, outcome, value, next_key, seq, tuple(blobs))
+    frame.journal = _journal_of(data["journal"])
+    if data.get("window") is not None:
+        frame.window = {i: _journal_of(items) for i, items in data["window"]}
     return frame

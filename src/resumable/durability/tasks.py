@@ -12,7 +12,8 @@ loop's ``create_task`` is wrapped (once per loop) to give a task spawned from pr
 its own cursor, and the deterministic ``Task-N`` name CPython would give it (counted per
 run, so the name does not depend on what the runtime itself spawned). Code the runtime
 runs on the program's behalf (a foreign await, a record being written) runs with no
-cursor, so whatever it spawns or awaits is invisible to the keys.
+cursor, so whatever it spawns or awaits is invisible to the keys. A journal that can
+replay a task past its statement (a script's) is told of each task it keys (``track``).
 """
 
 from __future__ import annotations
@@ -182,7 +183,11 @@ def install_task_keys(loop: asyncio.AbstractEventLoop) -> None:
             name = journal.next_task_name()
         task_context = context if context is not None else contextvars.copy_context()
         task_context.run(_cursor.set, child)
-        return create(journal.spawned(child, coro), name=name, context=task_context)
+        task = create(journal.spawned(child, coro), name=name, context=task_context)
+        track = getattr(journal, "track", None)
+        if track is not None:
+            track(child, task)
+        return task
 
     create_task._resumable_keys = True  # type: ignore[attr-defined]
     loop.create_task = create_task  # type: ignore[method-assign]

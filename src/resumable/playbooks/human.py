@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from resumable.durability.journal import await_key
+from resumable.durability.keys import await_key
 from resumable.durability.session import RunSession
 from resumable.playbooks.primitives import (
     WaitForInput,

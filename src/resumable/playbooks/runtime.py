@@ -21,7 +21,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from resumable.config import Config
-from resumable.durability.journal import FrameRecorder, _in_flight
+from resumable.durability.journal import FrameRecorder
+from resumable.durability.keys import in_flight
 from resumable.durability.progress import RunProgress
 from resumable.durability.session import RunOutcome, RunSession
 from resumable.durability.snapshot import Snapshotter
@@ -163,7 +164,7 @@ class PlaybookRuntime:
 
     # -- frames -------------------------------------------------------------------------
     def _child_id(self, parent: str, name: str) -> str:
-        key = _in_flight.get()
+        key = in_flight.get()
         prefix = f"{self.session.run_id}/"
         if key is not None and key.startswith(prefix + parent + "/"):
             base = key[len(prefix) :]

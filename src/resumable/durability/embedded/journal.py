@@ -22,7 +22,7 @@ import warnings
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from resumable.durability.journal import _in_flight
+from resumable.durability.keys import in_flight
 from resumable.durability.recording import NEW_MODEL, discard, record_value
 from resumable.durability.state import AwaitEntry
 from resumable.durability.tasks import TaskCursor, reset_cursor, set_cursor
@@ -230,7 +230,7 @@ class StatementJournal(_Journal):
         found = self._answer(key, site, ns)
         if found is not _NOTHING:
             return found  # type: ignore[no-any-return]
-        flight = _in_flight.set(self.full_key(key))
+        flight = in_flight.set(self.full_key(key))
         token = set_cursor(None)  # inside a step nothing is journaled again
         try:
             result = thunk()
@@ -239,7 +239,7 @@ class StatementJournal(_Journal):
             raise
         finally:
             reset_cursor(token)
-            _in_flight.reset(flight)
+            in_flight.reset(flight)
         self._write(key, site, "v", result, ns)
         return result
 
@@ -267,7 +267,7 @@ class StatementJournal(_Journal):
             if awaitable is not None:
                 discard(awaitable)
             return found  # type: ignore[no-any-return]
-        flight = _in_flight.set(self.full_key(key))
+        flight = in_flight.set(self.full_key(key))
         token = set_cursor(None)
         try:
             if awaitable is None:
@@ -279,7 +279,7 @@ class StatementJournal(_Journal):
             raise
         finally:
             reset_cursor(token)
-            _in_flight.reset(flight)
+            in_flight.reset(flight)
         self._write(key, site, "v", result, ns)
         return result
 
