@@ -13,10 +13,6 @@ An await the hook lets through costs nothing: :meth:`FrameRecorder.await_` is a 
 function that returns a program coroutine itself. Replay discards the awaitable it does not
 need (a coroutine is closed before it ever ran, a future cancelled). A result that cannot
 be pickled is journaled as "not replayable" and that await runs again on resume.
-
-Logs written before this model journaled program awaits as well: a statement in progress
-recorded that way is replayed from its leaf awaits (its records whose body ran no other
-await), which is what the new model journals.
 """
 
 from __future__ import annotations
@@ -43,7 +39,7 @@ from resumable.durability.keys import in_flight
 from resumable.durability.order import ReplayOrder
 from resumable.durability.recording import NEW_MODEL, discard, legacy_leaves, record_value
 from resumable.durability.state import AwaitEntry
-from resumable.durability.tail import tail_await_site
+from resumable.durability.tail import ends_statement, tail_await_site
 from resumable.durability.tasks import (
     Key,
     TaskCursor,
@@ -100,8 +96,7 @@ class FrameRecorder(HookBase):
         self._pending_replay = legacy_leaves(dict(replay or {}))
         self._window = {i: legacy_leaves(dict(j)) for i, j in (window or {}).items()}
         """Journals of the statements replay runs again because a task outlived its own."""
-        self._windows = window is not None
-        """Whether the driver replays windows (if not, tasks are journaled within their statement)."""
+        self._windows = window is not None  # else tasks are journaled within their statement
         self._generations = Generations()
         self._order: ReplayOrder | None = None
         self._on_live = on_live
@@ -384,8 +379,8 @@ class FrameRecorder(HookBase):
         blobs, _ = record_value(body, self.snapshotter, value, self.namespace)
         if blobs:
             await self.manager.put_blobs(blobs)
-        alone = cursor.path == "" and cursor.spawns == 0  # no task of the statement runs on
-        ends = alone and site == self._tail_site
+        others = bool(self._generations.open)  # tasks of earlier statements still run
+        ends = ends_statement(cursor, site, self._tail_site, others_running=others)
         await self.manager.write_await(self.frame_id, body, ends_statement=ends)
 
     def _defer(self, cursor: TaskCursor, key: Key, site: str, outcome: str, value: Any) -> None:

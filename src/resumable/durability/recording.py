@@ -2,6 +2,10 @@
 
 Shared by the journal of a script's statements and the journals of an embedded run, so a
 result is recorded the same way whichever journal made the call.
+
+Logs written before the replay model journaled program awaits as well: a statement in
+progress recorded that way is replayed from its leaf awaits (its records whose body ran no
+other await, :func:`legacy_leaves`), which is what the model journals now.
 """
 
 from __future__ import annotations

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import ast
 
+from resumable.durability.tasks import TaskCursor
 from resumable.exec.statement import Statement
 
-__all__ = ["tail_await_site"]
+__all__ = ["ends_statement", "tail_await_site"]
 
 
 def tail_await_site(statement: Statement) -> str | None:
@@ -49,3 +50,16 @@ def tail_await_site(statement: Statement) -> str | None:
     if not isinstance(site, ast.Constant) or not isinstance(site.value, str):
         return None
     return site.value
+
+
+def ends_statement(
+    cursor: TaskCursor, site: str, tail_site: str | None, *, others_running: bool
+) -> bool:
+    """Whether the await at ``site`` may be made durable with its statement's boundary.
+
+    Only the statement's own task (it spawned none), at the statement's tail await, and
+    only while no task of an earlier statement runs: such a task could start a foreign
+    await or a step between this await and the boundary.
+    """
+    alone = cursor.path == "" and cursor.spawns == 0 and not others_running
+    return alone and tail_site is not None and site == tail_site
