@@ -117,6 +117,16 @@ def test_restored_function_reads_and_writes_the_restored_globals() -> None:
     assert into["inc"].__globals__ is into
 
 
+def test_restored_functions_and_methods_keep_the_file_they_were_compiled_from() -> None:
+    # Replay tells the program's coroutines from foreign ones by that file, and tracebacks
+    # name it: a restored function must not come back as "<dynamic-code>".
+    ns = program("async def fetch():\n    return 1\nclass C:\n    def m(self):\n        return 2")
+    into = resume(ns)
+    assert into["fetch"].__code__.co_filename == "<program>"
+    assert into["C"].m.__code__.co_filename == "<program>"
+    assert into["fetch"].__code__.co_firstlineno == 1
+
+
 def test_methods_of_program_classes_use_the_restored_globals() -> None:
     ns = program(
         """

@@ -48,6 +48,8 @@ _ATOMS: Final = frozenset({type(None), bool, int, float, complex, tuple, list})
 _PLAIN_ATOMS: Final = frozenset({type(None), bool, int, float, complex})
 _SKELETONS: Final = (_cp._make_skeleton_class, _cp._make_skeleton_enum)
 _LRU_CACHE: Final = type(functools.lru_cache(maxsize=None)(lambda: None))
+_CODE_FILENAME: Final = 10
+"""Where ``co_filename`` stands among ``types.CodeType``'s arguments (3.11 to 3.13)."""
 
 
 # -- helpers named in pickles ----------------------------------------------------------------
@@ -130,6 +132,19 @@ def _exception_reduce(exc: BaseException) -> Any:
         return NotImplemented
     extra = (*rv[3:5], None, None)[:2]
     return (rv[0], rv[1], (rv[2] if len(rv) > 2 else None, chain), *extra, _fill_exception)
+
+
+def _code_reduce(code: types.CodeType) -> tuple[Any, ...]:
+    """cloudpickle's reduce of a code object, keeping its ``co_filename``.
+
+    cloudpickle 3.1.2 and later write ``<dynamic-code>`` instead; a restored function would
+    then no longer be the program's (its awaits taken for foreign ones on replay), and its
+    tracebacks would name no file.
+    """
+    constructor, args = _cp._code_reduce(code)
+    args = list(args)
+    args[_CODE_FILENAME] = "".join(code.co_filename)  # un-interned, so pickles are reproducible
+    return (constructor, tuple(args))
 
 
 def _type_name(obj: object) -> str:
@@ -237,6 +252,8 @@ class _Pickler(cloudpickle.Pickler):  # type: ignore[misc]
             return rv
         elif issubclass(t, BaseException):
             return _exception_reduce(obj)
+        elif t is types.CodeType:
+            return _code_reduce(obj)
         elif t is _LRU_CACHE and getattr(obj.__wrapped__, "__globals__", None) is self.ns:
             params = obj.cache_parameters()
             return (_make_lru_cache, (obj.__wrapped__, params["maxsize"], params["typed"]))
