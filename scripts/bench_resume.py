@@ -32,6 +32,7 @@ from resumable.config import Config, DurabilitySettings
 from resumable.durability.recovery import RecoveryCoordinator
 from resumable.durability.session import RunSession, store_for
 from resumable.durability.state import RunState
+from resumable.durability.state_codec import state_from_dict
 from resumable.script import drive_script
 from resumable.store.base import CheckpointStore, RunMeta
 
@@ -71,7 +72,7 @@ async def decode_snapshot(store: CheckpointStore, codec: Any, run_id: str) -> Ru
         return RunState()
     seq, sealed = found
     record = codec.open(sealed, run_id=run_id, seq=seq)
-    return RunState.from_dict(msgpack.unpackb(record.body["state"], raw=False))
+    return state_from_dict(msgpack.unpackb(record.body["state"], raw=False))
 
 
 async def resume_row(

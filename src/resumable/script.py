@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from resumable.config import Config
+from resumable.durability.interleaving import replay_order
 from resumable.durability.journal import FrameRecorder
 from resumable.durability.recovery import line_at
 from resumable.durability.session import (
@@ -140,10 +141,10 @@ async def drive_script(
         "main",
         namespace,
         session.snapshotter,
-        replay_index=frame.journal_stmt,
-        replay=frame.journal,
+        replay=frame.replay_journals(),
+        order=replay_order([frame]),
+        marks=frame.marks,
         task_names=frame.task_names,
-        window=frame.window or {},
         on_live=output.go_live if legacy else None,
     )
     recorder.set_previous_namespace(frame.ns)
@@ -153,13 +154,12 @@ async def drive_script(
     executor = StreamingPythonExecutor(
         namespace, hook=recorder, observer=observer, filename=state.program
     )
-    executor.start_response(
-        offset=frame.offset, line=line_at(source, frame.offset), index=frame.next_index
-    )
+    start, offset = frame.resume_point()[1:]
+    executor.start_response(offset=offset, line=line_at(source, offset), index=start)
     if session.meta.status != "running":
         await session.set_status("running")
     with output.installed():
-        result = await _feed(executor, source[frame.offset :])
+        result = await _feed(executor, source[offset:])
     await session.manager.flush()
     outcome = _outcome(session.run_id, result.error)
     detail = {"error": result.error.message} if result.error else {}

@@ -39,6 +39,7 @@ import msgpack
 
 from resumable.durability.records import Record, RecordCodec
 from resumable.durability.state import RunState
+from resumable.durability.state_codec import state_to_dict
 from resumable.errors import ConfigError
 from resumable.exec.output import output_mark, release_program_output
 from resumable.store.base import CheckpointStore, Lease, StoredRecord
@@ -158,6 +159,10 @@ class CheckpointManager:
         """The append in progress: concurrent tasks of a statement write records, one
         append at a time, in seq order; whoever waits for it is woken when it lands."""
         self._durable_seq = state.seq
+        self.last_await = state.last_await
+        """Seq of the newest await record of the run (written or still buffered)."""
+        self.tasks: set[asyncio.Task[Any]] = set()
+        """Tasks the program spawned that are still running, in every frame."""
 
     # -- writing records --------------------------------------------------------------
     def _make(self, kind: str, frame: str, body: dict[str, Any]) -> Record:
@@ -189,6 +194,7 @@ class CheckpointManager:
         """
         stored = self._make("await", frame, body)
         self._buffer.append(stored)
+        self.last_await = stored.seq
         policy = self.policy
         alone = len(self._buffer) == 1
         crash_lands = self.crash_after is not None and self.written + 1 >= self.crash_after
@@ -209,10 +215,20 @@ class CheckpointManager:
             _mute_program_output()
             raise StopRequested(self.run_id, stored.seq, self.cancelled)
 
+    def tasks_running(self) -> bool:
+        """Whether a task the program spawned, in any frame, has not finished."""
+        return any(not task.done() for task in self.tasks)
+
+    def add_lazily(self, kind: str, frame: str, body: dict[str, Any]) -> None:
+        """Buffer a record that goes out with the next append, asking for none of its own."""
+        self._buffer.append(self._make(kind, frame, body))
+
     def defer_await(self, frame: str, body: dict[str, Any], blobs: Mapping[str, bytes]) -> None:
         """Buffer the await record of a synchronous call: durable with the next flush."""
         self._deferred_blobs.update(blobs)
-        self._buffer.append(self._make("await", frame, body))
+        stored = self._make("await", frame, body)
+        self._buffer.append(stored)
+        self.last_await = stored.seq
         self._deferred = True
 
     @property
@@ -332,7 +348,7 @@ class CheckpointManager:
                 "",
                 time.time(),
                 self.lease.epoch,
-                {"state": msgpack.packb(state.to_dict(), use_bin_type=True)},
+                {"state": msgpack.packb(state_to_dict(state), use_bin_type=True)},
             )
         )
         await self.store.put_snapshot(self.run_id, state.seq, data, self.lease)

@@ -153,14 +153,25 @@ def _edited_frame(
         if not live:
             raise UsageError(f"run {run_id} has no running frame at record {at} to edit")
         frame = max(live, key=lambda f: f.last_seq)
-    if frame.journal:
+    if frame.journal or frame.window is not None:
+        # In a replay window the namespace is the one before the window: a boundary
+        # without a task still running is where a namespace can be edited.
         boundary = max(
-            (r.seq for r in opened if r.kind == "stmt" and r.frame == frame.frame_id),
+            (
+                r.seq
+                for r in opened
+                if r.kind == "stmt" and r.frame == frame.frame_id and not r.body.get("live")
+            ),
             default=None,
         )
         hint = f"; the last one before it is record {boundary}" if boundary else ""
+        where = (
+            "inside a statement"
+            if frame.window is None
+            else "while a task it spawned runs on past its statement, in"
+        )
         raise UsageError(
-            f"record {at} of run {run_id} is inside a statement of frame {frame.frame_id}: "
+            f"record {at} of run {run_id} is {where} frame {frame.frame_id}: "
             f"--set and --edit-code need --at at a statement boundary{hint}",
             run_id=run_id,
             at=at,

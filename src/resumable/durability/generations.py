@@ -14,29 +14,29 @@ import asyncio
 from collections.abc import Iterator
 from typing import Any
 
-from resumable.durability.state import AwaitEntry
+from resumable.durability.state import AwaitEntry, Position
 
 __all__ = ["Generations"]
 
 
 class Generations:
-    """Per generation: the statement index, the results still to answer, the live tasks."""
+    """Per generation: the statement, the results still to answer, the live tasks."""
 
-    __slots__ = ("_indexes", "_replays", "_tasks", "open")
+    __slots__ = ("_positions", "_replays", "_tasks", "open")
 
     def __init__(self) -> None:
-        self._indexes: dict[int, int] = {}
+        self._positions: dict[int, Position] = {}
         self._replays: dict[int, dict[Any, AwaitEntry]] = {}
         self._tasks: dict[int, set[asyncio.Task[Any]]] = {}
         self.open: set[int] = set()
 
-    def begin(self, generation: int, index: int, replay: dict[Any, AwaitEntry]) -> None:
-        self._indexes[generation] = index
+    def begin(self, generation: int, position: Position, replay: dict[Any, AwaitEntry]) -> None:
+        self._positions[generation] = position
         self._replays[generation] = replay
 
-    def index(self, generation: int, default: int) -> int:
-        """The index of the statement that spawned the generation's tasks."""
-        return self._indexes.get(generation, default)
+    def position(self, generation: int, default: Position) -> Position:
+        """The statement (turn, index) that spawned the generation's tasks."""
+        return self._positions.get(generation, default)
 
     def replay(self, generation: int) -> dict[Any, AwaitEntry] | None:
         return self._replays.get(generation)
@@ -61,6 +61,8 @@ class Generations:
             leftover = {k: e for k, e in replay.items() if isinstance(k, int)}
         for gen in [g for g in self._replays if g not in self.open]:
             del self._replays[gen]
+        for gen in [g for g in self._positions if g not in self.open]:
+            del self._positions[gen]
         return leftover
 
     def pending(self) -> bool:

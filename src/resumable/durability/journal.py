@@ -27,18 +27,19 @@ from collections.abc import (
     Callable,
     Collection,
     Coroutine,
-    Iterable,
 )
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from resumable.durability.divergence import never_reached, site_changed, site_missed
+from resumable.durability.boundaries import Boundaries
+from resumable.durability.divergence import site_changed, site_missed
 from resumable.durability.fast_forward import FastForward, program_method
 from resumable.durability.foreign import is_foreign
 from resumable.durability.generations import Generations
+from resumable.durability.interleaving import Interleaving
 from resumable.durability.keys import in_flight
 from resumable.durability.order import ReplayOrder
 from resumable.durability.recording import NEW_MODEL, discard, legacy_leaves, record_value
-from resumable.durability.state import AwaitEntry
+from resumable.durability.state import AwaitEntry, Position
 from resumable.durability.tail import ends_statement, tail_await_site
 from resumable.durability.tasks import (
     Key,
@@ -51,6 +52,7 @@ from resumable.durability.tasks import (
 )
 from resumable.errors import CodeError
 from resumable.exec.hooks import DirectHook, HookBase, is_program_generator
+from resumable.exec.output import program_output_position, seek_program_output
 from resumable.exec.streaming import Statement
 
 if TYPE_CHECKING:
@@ -78,45 +80,45 @@ class FrameRecorder(HookBase):
         snapshotter: Snapshotter,
         *,
         turn: int = 0,
-        replay_index: int | None = None,
-        replay: dict[Any, AwaitEntry] | None = None,
+        replay: dict[Position, dict[Any, AwaitEntry]] | None = None,
+        order: ReplayOrder | None = None,
+        marks: dict[Position, int] | None = None,
         on_live: Callable[[], None] | None = None,
         exclude: Collection[str] = ("__builtins__", "__resumable__"),
         extras: Callable[[], Awaitable[dict[str, Any]]] | None = None,
         on_answer: Callable[[str], None] | None = None,
+        rerun: Callable[[str], bool] | None = None,
         task_names: int = 0,
-        window: dict[int, dict[Any, AwaitEntry]] | None = None,
     ) -> None:
         self.manager = manager
         self.frame_id = frame_id
         self.namespace = namespace
         self.snapshotter = snapshotter
         self.turn = turn
-        self._replay_index = replay_index
-        self._pending_replay = legacy_leaves(dict(replay or {}))
-        self._window = {i: legacy_leaves(dict(j)) for i, j in (window or {}).items()}
-        """Journals of the statements replay runs again because a task outlived its own."""
-        self._windows = window is not None  # else tasks are journaled within their statement
+        self._replay = {at: legacy_leaves(dict(j)) for at, j in (replay or {}).items()}
+        """Journals of the statements replay runs again: the one in progress, and those of
+        the replay window when a task outlived its own statement."""
+        self._order = order
+        """The run's replay order: every journaled result released as it arrived before."""
+        self._interleaving = Interleaving(manager, frame_id, order, marks)
         self._generations = Generations()
-        self._order: ReplayOrder | None = None
         self._on_live = on_live
-        self._exclude = exclude
-        self._extras = extras
-        """Run-level state to carry in the same boundary record (e.g. agent-wide state)."""
+        self._boundaries = Boundaries(manager, frame_id, namespace, snapshotter, exclude, extras)
         self._on_answer = on_answer
         """Told the idempotency key of each await replay answers from the log."""
+        self._rerun = rerun
+        """Says, by idempotency key, which recorded awaits replay makes again all the same
+        (a playbook that ran beside the program's tasks: its code is the program's)."""
         self._index = -1
         self._tail_site: str | None = None
         self._generation = 0
         self._live = False
         self._task_names = task_names
-        self._names_recorded = task_names
-        self._last_ns: bytes | None = None
         self._key_prefix = f"{manager.run_id}/{frame_id}/"
 
     def set_previous_namespace(self, data: bytes | None) -> None:
         """The namespace pickle the log already holds, so an unchanged one is not rewritten."""
-        self._last_ns = data
+        self._boundaries.previous(data, self._task_names)
 
     # -- what task cursors report to (resumable.durability.tasks.KeyedJournal) ---------
     def live(self, cursor: TaskCursor) -> bool:
@@ -127,13 +129,18 @@ class FrameRecorder(HookBase):
 
     def track(self, cursor: TaskCursor, task: asyncio.Task[Any]) -> None:
         """A task spawned by program code: a boundary it outlives opens a replay window."""
-        if self._windows:
-            self._generations.track(cursor.statement, task)
+        self._generations.track(cursor.statement, task)
+        tasks = self.manager.tasks
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+    def _position(self, generation: int) -> Position:
+        """The statement (turn, index) that spawned the generation's tasks."""
+        return self._generations.position(generation, (self.turn, self._index))
 
     def _key_of(self, cursor: TaskCursor | None, key: Key) -> str:
-        generation = self._generation if cursor is None else cursor.statement
-        index = self._generations.index(generation, self._index)
-        return f"{self._key_prefix}{self.turn}.{index}.{key}"
+        turn, index = self._position(self._generation if cursor is None else cursor.statement)
+        return f"{self._key_prefix}{turn}.{index}.{key}"
 
     def next_task_name(self) -> str:
         self._task_names += 1
@@ -180,19 +187,11 @@ class FrameRecorder(HookBase):
         self._index = index
         self._tail_site = tail_await_site(statement)
         self._generation += 1
-        self._live = True
         install_task_keys(asyncio.get_running_loop())
-        replay: dict[Any, AwaitEntry] = {}
-        if self._window:  # one order for the window: its tasks' results interleave
-            if self._order is None:
-                self._order = self._order_of(e for j in self._window.values() for e in j.values())
-            replay = self._window.pop(index, {})
-        elif index == self._replay_index:
-            replay, self._pending_replay, self._replay_index = self._pending_replay, {}, None
-            self._order = self._order_of(replay.values())
-        elif not self._generations.pending():
-            self._order = None
-        self._generations.begin(self._generation, index, replay)
+        position = (self.turn, index)
+        await self._interleaving.start(position, replayed=bool(self._replay.get(position)))
+        self._live = True
+        self._generations.begin(self._generation, position, self._replay.pop(position, {}))
         set_cursor(TaskCursor(self, self._generation))
 
     def statement_aborted(self, statement: Statement, index: int) -> None:
@@ -202,11 +201,8 @@ class FrameRecorder(HookBase):
     def _end_statement(self) -> dict[Any, AwaitEntry]:
         self._live = False
         set_cursor(None)
-        leftover = self._generations.end(self._generation)
-        if self._order is not None and not self._window and not self._generations.pending():
-            self._order.cancel()
-            self._order = None
-        return leftover
+        self._interleaving.ended()
+        return self._generations.end(self._generation)
 
     async def statement_finished(
         self, statement: Statement, index: int, error: CodeError | None
@@ -214,42 +210,22 @@ class FrameRecorder(HookBase):
         leftover = self._end_statement()
         if leftover:
             first = min(leftover.values(), key=lambda entry: entry.seq)
+            if self._order is not None:
+                self._order.cancel()
             raise site_missed(self.frame_id, index, statement.line, first)
-        if self._generations.open:
-            # A task outlives the statement: a resume starts from the boundary before
-            # the oldest such statement, so this namespace is never restored.
-            self._last_ns = None
-            await self.manager.write("stmt", self.frame_id, self._boundary(index, statement))
-            return
-        capture = self.snapshotter.capture(self.namespace, exclude=self._exclude)
-        await self.manager.put_blobs(capture.new_blobs)
-        unchanged = capture.data == self._last_ns
-        self._last_ns = capture.data
-        body = self._boundary(index, statement)
-        body["ns"] = None if unchanged else capture.data
-        if not unchanged:
-            body["b"] = sorted(capture.blobs)
-            if capture.lost:
-                body["lost"] = capture.lost
-        if self._task_names != self._names_recorded:
-            body["tn"] = self._names_recorded = self._task_names
-        if error is not None:
-            body["err"] = {
-                "t": self.turn,
-                "message": error.message,
-                "line": getattr(error, "line", 0),
-                "kind": getattr(error, "kind", "exception"),
-                "traceback": getattr(error, "traceback", ""),
-            }
-        if self._extras is not None:
-            body.update(await self._extras())
-        await self.manager.write("stmt", self.frame_id, body)
+        await self._boundaries.write(
+            self.turn, index, statement, error, live=self._window_open(), tasks=self._task_names
+        )
 
-    def _boundary(self, index: int, statement: Statement) -> dict[str, Any]:
-        body: dict[str, Any] = {"t": self.turn, "i": index, "end": statement.end, "ns": None}
-        if self._generations.open:
-            body["live"] = True
-        return body
+    def _window_open(self) -> bool:
+        """A boundary saves no namespace while a task runs, or while a frame further out
+        replays from before such a task (its replay runs this frame's code again)."""
+        manager = self.manager
+        return bool(
+            self._generations.open
+            or manager.tasks_running()
+            or manager.state.window_beyond(self.frame_id)
+        )
 
     # -- awaits -----------------------------------------------------------------------
     def will_replay(self) -> bool:
@@ -293,10 +269,13 @@ class FrameRecorder(HookBase):
     ) -> T:
         key = cursor.take()
         entry = self._replayed_entry(cursor, key, site, awaitable)
-        if entry is not None:
+        rerun = (
+            entry is not None and self._rerun is not None and self._rerun(self._key_of(cursor, key))
+        )
+        if entry is not None and not rerun:
             discard(awaitable)
             if self._order is not None:
-                await self._order.turn(entry.seq)
+                await self._order.turn(entry.seq, entry.yielded)
             if self._on_answer is not None:
                 self._on_answer(self._key_of(cursor, key))
             return self._answer(entry)  # type: ignore[no-any-return]
@@ -308,16 +287,22 @@ class FrameRecorder(HookBase):
                 await self.manager.flush()
         flight = in_flight.set(self._key_of(cursor, key))
         token = set_cursor(None)
+        turned = self._interleaving.watch_turns()
         try:
             result = await awaitable
         except Exception as exc:
-            await self._record(cursor, key, site, "e", exc)
+            if entry is None:
+                await self._record(cursor, key, site, "e", exc, turned)
             raise
         finally:
             reset_cursor(token)
             in_flight.reset(flight)
+        if entry is not None:  # made again where it stood: its record is in the log
+            if self._order is not None:
+                await self._order.turn(entry.seq, suspended=False)
+            return result
         with outside_keys():
-            await self._record(cursor, key, site, "v", result)
+            await self._record(cursor, key, site, "v", result, turned)
         return result
 
     def _replayed_entry(
@@ -342,6 +327,8 @@ class FrameRecorder(HookBase):
 
     def _answer(self, entry: AwaitEntry) -> Any:
         self._replayed(entry)
+        if entry.output is not None:
+            seek_program_output(entry.output)  # what it printed is not printed again
         value = self.snapshotter.loads_value(
             entry.value,  # type: ignore[arg-type]
             load_blob=self.manager.load_blob_sync,
@@ -351,15 +338,6 @@ class FrameRecorder(HookBase):
             raise value
         return value
 
-    def _order_of(self, entries: Iterable[AwaitEntry]) -> ReplayOrder | None:
-        seqs = [entry.seq for entry in entries if entry.outcome != "x"]
-        return ReplayOrder(seqs, self._stuck) if seqs else None
-
-    def _stuck(self, seq: int, waiting: list[int]) -> BaseException:
-        entries = self._generations.entries()
-        expected = next((e.site for e in entries if e.seq == seq), "?")
-        return never_reached(self.frame_id, self._index, expected, seq, waiting)
-
     def _replayed(self, entry: AwaitEntry) -> None:
         if self._on_live is not None and (
             entry.seq >= self.manager.replay_until or not self._generations.pending()
@@ -367,19 +345,31 @@ class FrameRecorder(HookBase):
             self._on_live()
 
     def _body(self, cursor: TaskCursor, key: Key, site: str, outcome: str) -> dict[str, Any]:
-        index = self._generations.index(cursor.statement, self._index)
-        return {"t": self.turn, "i": index, "k": key, "s": site, "n": NEW_MODEL, "o": outcome}
+        turn, index = self._position(cursor.statement)
+        body = {"t": turn, "i": index, "k": key, "s": site, "n": NEW_MODEL, "o": outcome}
+        position = program_output_position()
+        if position is not None:
+            body["p"] = position
+        return body
 
     async def _record(
-        self, cursor: TaskCursor, key: Key, site: str, outcome: str, value: Any
+        self,
+        cursor: TaskCursor,
+        key: Key,
+        site: str,
+        outcome: str,
+        value: Any,
+        turned: list[None] | None = None,
     ) -> None:
         if not self.live(cursor):
             return  # the statement is over: a task it left running is not journaled
         body = self._body(cursor, key, site, outcome)
+        if turned == []:
+            body["y"] = 0  # it returned without suspending the task
         blobs, _ = record_value(body, self.snapshotter, value, self.namespace)
         if blobs:
             await self.manager.put_blobs(blobs)
-        others = bool(self._generations.open)  # tasks of earlier statements still run
+        others = self.manager.tasks_running()  # tasks of earlier statements still run
         ends = ends_statement(cursor, site, self._tail_site, others_running=others)
         await self.manager.write_await(self.frame_id, body, ends_statement=ends)
 

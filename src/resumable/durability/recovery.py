@@ -30,6 +30,7 @@ import msgpack
 
 from resumable.durability.records import RecordCodec
 from resumable.durability.state import FrameState, RunState
+from resumable.durability.state_codec import state_from_dict
 from resumable.errors import IntegrityError, LostRecordsError
 from resumable.exec.reply_filter import executed_text
 from resumable.store.base import CheckpointStore, ReadResult, RunMeta
@@ -86,7 +87,7 @@ class RecoveryCoordinator:
         if snapshot is not None:
             seq, sealed = snapshot
             record = self.codec.open(sealed, run_id=run_id, seq=seq)
-            state = RunState.from_dict(msgpack.unpackb(record.body["state"], raw=False))
+            state = state_from_dict(msgpack.unpackb(record.body["state"], raw=False))
             after = seq
         result = await self.store.read(run_id, after)
         loaded = LoadedRun(meta, state)

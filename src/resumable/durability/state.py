@@ -18,12 +18,19 @@ chunk      t, text (a batch of streamed response text)
 turn_end   t, usage, ms
 await      t, i (statement), k (key: n in the statement's task, "TASK:n" in a task
            it spawned), s (site), n (-1; older logs: the next key), o (outcome
-           tag: v value, e exception, x not picklable), v (pickle), b (blobs)
+           tag: v value, e exception, x not picklable), v (pickle), b (blobs), p
+           (program output produced when it completed, in characters), y (0: it
+           returned without suspending its task, written while tasks run; absent:
+           it did)
+start      t, i: statement i of turn t started here, between the results before and
+           after it (written while the program's tasks run, or after results arrived
+           between two statements; replay starts the statement again at this point)
 stmt       t, i, end (offset after the statement in the text the executor ran:
            the response as the reply filter passed it on), ns (pickle or None when
            unchanged), b (blob digests), err, lost, agent (agent-wide state, when
            the statement changed it), tn (tasks the program has spawned unnamed so
-           far, when it changed: the next one is Task-(tn+2))
+           far, when it changed: the next one is Task-(tn+2)), live (a task the
+           frame spawned is still running: no namespace, see ``window``)
 return     v (pickle of the frame's return value), agent (as in stmt)
 status     status, detail (waiting question, failure message, ...)
 ask        key (the await's idempotency key), kind, prompt, timeout, at
@@ -40,6 +47,9 @@ from typing import Any
 
 from resumable.durability.records import Record
 
+Position = tuple[int, int]
+"""A statement of a frame: (turn, index in that turn's code)."""
+
 
 @dataclass(slots=True)
 class AwaitEntry:
@@ -51,6 +61,10 @@ class AwaitEntry:
     next_key: int
     seq: int
     blobs: tuple[str, ...] = ()
+    output: int | None = None
+    """Program output produced when the await completed (None: not recorded)."""
+    yielded: bool = True
+    """Whether the await suspended its task (other tasks could run meanwhile)."""
 
 
 @dataclass(slots=True)
@@ -91,9 +105,15 @@ class FrameState:
     lost: dict[str, str] = field(default_factory=dict)
     journal: dict[int | str, AwaitEntry] = field(default_factory=dict)
     journal_stmt: int | None = None
-    window: dict[int, dict[int | str, AwaitEntry]] | None = None
+    window: dict[Position, dict[int | str, AwaitEntry]] | None = None
     """While a task outlives the statement that spawned it: the journals of every
-    statement since the boundary the namespace is from (the replay window), by index."""
+    statement since the boundary the namespace is from (the replay window)."""
+    window_start: tuple[int, int, int] | None = None
+    """Where the replay window starts (turn, statement index, offset): the position of
+    the boundary ``ns`` is from. None when no window is open."""
+    marks: dict[Position, int] = field(default_factory=dict)
+    """Statements of the window or in progress that started while the program's tasks
+    ran: the seq of their ``start`` record, their place among the results."""
     task_names: int = 0
     output: int = 0
     """Program output produced (in characters) when the frame's last boundary was written."""
@@ -108,8 +128,23 @@ class FrameState:
     snapshot older than this field)."""
 
     def journal_blobs(self) -> list[str]:
-        """Blob digests the results of the statement in progress refer to."""
-        return [digest for entry in self.journal.values() for digest in entry.blobs]
+        """Blob digests the results of the statement in progress (or the window) refer to."""
+        journals = [self.journal, *(self.window or {}).values()]
+        return [digest for journal in journals for e in journal.values() for digest in e.blobs]
+
+    def resume_point(self) -> tuple[int, int, int]:
+        """(turn, statement index, offset) a resume runs the frame's code from."""
+        if self.window_start is not None:
+            return self.window_start
+        return (max(self.turn, 0), self.next_index, self.offset)
+
+    def replay_journals(self) -> dict[Position, dict[int | str, AwaitEntry]]:
+        """What replay answers from, by statement: the window's, or the one in progress."""
+        if self.window is not None:
+            return self.window
+        if self.journal_stmt is None or not self.journal:
+            return {}
+        return {(max(self.turn, 0), self.journal_stmt): self.journal}
 
     def current_turn(self) -> TurnState | None:
         return self.turns[self.turn] if 0 <= self.turn < len(self.turns) else None
@@ -134,6 +169,13 @@ class RunState:
     last_event_seq: int = 0
     output: int = 0
     """Program output (in characters) the last durable record covers: printed already."""
+    last_await: int = 0
+    """Seq of the newest ``await`` record."""
+    windows: set[str] = field(default_factory=set)
+    """Frames with a replay window open: the run's window is open while any is."""
+    counted_output: bool = False
+    """Playbook runs: every record's output position counts from the run's start, across
+    resumes (runs recorded before that muted replay until it caught up instead)."""
     time: float = 0.0
 
     def frame(self, frame_id: str) -> FrameState:
@@ -149,13 +191,21 @@ class RunState:
         body = record.body
         kind = record.kind
         if kind == "await":
+            self.last_await = record.seq
             frame = self.frame(record.frame)
             index = body["i"]
             entry = AwaitEntry(
-                body["s"], body["o"], body.get("v"), body["n"], record.seq, tuple(body.get("b", ()))
+                body["s"],
+                body["o"],
+                body.get("v"),
+                body["n"],
+                record.seq,
+                tuple(body.get("b", ())),
+                body.get("p"),
+                bool(body.get("y", 1)),
             )
             if frame.window is not None:
-                frame.window.setdefault(index, {})[body["k"]] = entry
+                frame.window.setdefault((body.get("t", 0), index), {})[body["k"]] = entry
                 return self._after(record)
             if frame.journal_stmt != index:
                 frame.journal = {}
@@ -165,8 +215,11 @@ class RunState:
             frame = self.frame(record.frame)
             if body.get("live"):
                 _open_window(frame)
+                self.windows.add(frame.frame_id)
+                frame.next_index = body["i"] + 1
+                frame.offset = body["end"]
                 return self._after(record)
-            frame.window = None
+            self._close_windows(frame)
             frame.next_index = body["i"] + 1
             frame.offset = body["end"]
             if body.get("ns") is not None:
@@ -183,6 +236,8 @@ class RunState:
         elif kind == "chunk":
             frame = self.frame(record.frame)
             frame.turns[body["t"]].chunks.append(body["text"])
+        elif kind == "start":
+            self.frame(record.frame).marks[(body["t"], body["i"])] = record.seq
         elif kind == "turn":
             frame = self.frame(record.frame)
             index = body["t"]
@@ -199,6 +254,8 @@ class RunState:
             frame.offset = 0
             frame.journal = {}
             frame.journal_stmt = None
+            if frame.window is None:
+                frame.marks = {}
         elif kind == "turn_end":
             turn = self.frame(record.frame).turns[body["t"]]
             turn.complete = True
@@ -223,6 +280,7 @@ class RunState:
             self.kind = body.get("kind", "script")
             self.source = body.get("source", "")
             self.entry = body.get("entry")
+            self.counted_output = self.kind == "script" or bool(body.get("out"))
             if self.kind == "script":
                 main = self.frame(record.frame)
                 main.turns = [TurnState(0, [self.source], complete=True)]
@@ -235,6 +293,21 @@ class RunState:
         elif kind == "ask":
             self.asks[body["key"]] = dict(body)
         self._after(record)
+
+    def window_beyond(self, frame_id: str) -> bool:
+        """Whether a frame on the stack other than ``frame_id`` has a replay window open."""
+        return any(f != frame_id and not self.frames[f].returned for f in self.windows)
+
+    def _close_windows(self, frame: FrameState) -> None:
+        """A boundary with no task running: the frame's window closes, and so do those of
+        the frames that returned inside it (a resume does not run them again)."""
+        for frame_id in [frame.frame_id, *self.windows]:
+            other = self.frames[frame_id]
+            if other is frame or other.returned:
+                other.window = None
+                other.window_start = None
+                other.marks = {}
+                self.windows.discard(frame_id)
 
     def _after(self, record: Record) -> None:
         """What every record tells: how far output and events go."""
@@ -258,133 +331,14 @@ class RunState:
             self.agent = body["agent"]
         return b"" if self.agent is None else self.agent
 
-    # -- snapshots ----------------------------------------------------------------------
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "program": self.program,
-            "kind": self.kind,
-            "source": self.source,
-            "entry": self.entry,
-            "status": self.status,
-            "detail": self.detail,
-            "answers": self.answers,
-            "asks": self.asks,
-            "agent": self.agent,
-            "seq": self.seq,
-            "last_event_seq": self.last_event_seq,
-            "output": self.output,
-            "time": self.time,
-            "frames": [_frame_to_dict(f) for f in self.frames.values()],
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RunState:
-        state = cls(
-            run_id=data["run_id"],
-            program=data["program"],
-            kind=data["kind"],
-            source=data["source"],
-            entry=data.get("entry"),
-            status=data["status"],
-            detail=dict(data.get("detail") or {}),
-            answers=dict(data.get("answers") or {}),
-            asks=dict(data.get("asks") or {}),
-            agent=data.get("agent"),
-            seq=data["seq"],
-            last_event_seq=data.get("last_event_seq", data["seq"]),
-            output=data.get("output", 0),
-            time=data["time"],
-        )
-        for item in data["frames"]:
-            frame = _frame_from_dict(item)
-            state.frames[frame.frame_id] = frame
-        return state
-
 
 def _open_window(frame: FrameState) -> None:
     """A boundary with a task still alive: the namespace stays the one before the window."""
     if frame.window is None:
         frame.window = {}
+        turn = max(frame.turn, 0)
+        frame.window_start = (turn, frame.next_index, frame.offset)
         if frame.journal_stmt is not None:
-            frame.window[frame.journal_stmt] = frame.journal
+            frame.window[(turn, frame.journal_stmt)] = frame.journal
     frame.journal = {}
     frame.journal_stmt = None
-
-
-def _entries(journal: dict[int | str, AwaitEntry]) -> list[list[Any]]:
-    return [
-        [k, e.site, e.outcome, e.value, e.next_key, e.seq, list(e.blobs)]
-        for k, e in journal.items()
-    ]
-
-
-def _journal_of(items: list[list[Any]]) -> dict[int | str, AwaitEntry]:
-    return {
-        key: AwaitEntry(site, outcome, value, next_key, seq, tuple(blobs))
-        for key, site, outcome, value, next_key, seq, blobs in items
-    }
-
-
-def _frame_to_dict(frame: FrameState) -> dict[str, Any]:
-    return {
-        "id": frame.frame_id,
-        "playbook": frame.playbook,
-        "parent": frame.parent,
-        "args": frame.args,
-        "turns": [
-            [t.index, t.text, t.complete, t.prompt, t.usage, t.ms, t.reply_filter, t.fix, t.retries]
-            for t in frame.turns
-        ],
-        "turn": frame.turn,
-        "next_index": frame.next_index,
-        "offset": frame.offset,
-        "ns": frame.ns,
-        "ns_blobs": frame.ns_blobs,
-        "lost": frame.lost,
-        "journal": _entries(frame.journal),
-        "journal_stmt": frame.journal_stmt,
-        "window": None
-        if frame.window is None
-        else [[i, _entries(journal)] for i, journal in frame.window.items()],
-        "errors": frame.errors,
-        "returned": frame.returned,
-        "result": frame.result,
-        "last_seq": frame.last_seq,
-        "task_names": frame.task_names,
-        "output": frame.output,
-        "agent": frame.agent,
-    }
-
-
-def _frame_from_dict(data: dict[str, Any]) -> FrameState:
-    frame = FrameState(
-        data["id"],
-        playbook=data["playbook"],
-        parent=data["parent"],
-        args=data["args"],
-        turn=data["turn"],
-        next_index=data["next_index"],
-        offset=data["offset"],
-        ns=data["ns"],
-        ns_blobs=list(data["ns_blobs"]),
-        lost=dict(data["lost"]),
-        journal_stmt=data["journal_stmt"],
-        errors=list(data["errors"]),
-        returned=data["returned"],
-        result=data["result"],
-        last_seq=data["last_seq"],
-        task_names=data.get("task_names", 0),
-        output=data.get("output", 0),
-        agent=data.get("agent"),
-    )
-    for index, text, complete, prompt, usage, ms, *rest in data["turns"]:
-        chunks = [text] if text else []
-        filtered, fix, retries = (*rest, 0, 0, 0)[:3]  # older snapshots lack them
-        frame.turns.append(
-            TurnState(index, chunks, complete, prompt, usage, ms, filtered, fix, retries)
-        )
-    frame.journal = _journal_of(data["journal"])
-    if data.get("window") is not None:
-        frame.window = {i: _journal_of(items) for i, items in data["window"]}
-    return frame

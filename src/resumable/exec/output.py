@@ -208,6 +208,19 @@ def output_mark() -> tuple[int, int] | None:
     return None if output is None else output.mark()
 
 
+def program_output_position() -> int | None:
+    """How much the current run's program has printed so far, if its output is installed."""
+    output = _current.get()
+    return None if output is None else output.position
+
+
+def seek_program_output(position: int) -> None:
+    """Replay answered something whose output is not produced again: count from there."""
+    output = _current.get()
+    if output is not None:
+        output.seek(position)
+
+
 def release_program_output(count: int) -> None:
     """Print the current run's first ``count`` held items: their record is durable."""
     output = _current.get()

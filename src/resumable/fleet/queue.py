@@ -6,7 +6,6 @@ can claim it; the worker side is in :mod:`resumable.fleet.worker`.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -50,15 +49,10 @@ def _first_record(path: Path) -> tuple[str, dict[str, object]]:
     """The run's kind and its ``run`` record, which holds the exact text that will run."""
     if path.suffix == ".pb":
         from resumable.playbooks.program import load_program
+        from resumable.playbooks.runner import first_record
 
-        program = load_program(path)
-        where = os.path.abspath(path)  # workers run elsewhere; the responses sit beside it
-        return "playbook", {
-            "program": where,
-            "kind": "playbook",
-            "source": program.source,
-            "entry": program.entry,
-        }
+        # workers run elsewhere; the record names the program where its responses sit
+        return "playbook", first_record(path, load_program(path))
     if path.suffix == ".py":
         from resumable.script import read_script
 

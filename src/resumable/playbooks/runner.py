@@ -24,7 +24,7 @@ from resumable.durability.session import (
 )
 from resumable.errors import ProgramError
 from resumable.llm.base import LLMProvider
-from resumable.playbooks.program import parse_program
+from resumable.playbooks.program import Program, parse_program
 from resumable.playbooks.runtime import PlaybookRuntime
 from resumable.store.base import RunMeta
 
@@ -32,6 +32,17 @@ from resumable.store.base import RunMeta
 def _absolute(path: Path) -> str:
     """Where the program lives, so a resume from another folder still finds its responses."""
     return os.path.abspath(path)
+
+
+def first_record(path: Path, program: Program) -> dict[str, Any]:
+    """The ``run`` record of a playbook run: the exact program text that will run."""
+    return {
+        "program": _absolute(path),
+        "kind": "playbook",
+        "source": program.source,
+        "entry": program.entry,
+        "out": 1,  # program output is counted across resumes (see RunState.counted_output)
+    }
 
 
 def _interactive(config: Config, no_input: bool) -> bool:
@@ -85,13 +96,7 @@ async def run_program(
     store = store_for(config.durability, config)
     async with store:
         meta = RunMeta(run_id or new_run_id(), program=str(path), kind="playbook")
-        first = {
-            "program": _absolute(path),
-            "kind": "playbook",
-            "source": program.source,
-            "entry": program.entry,
-        }
-        session = await RunSession.create(store, config, meta, first, env=env)
+        session = await RunSession.create(store, config, meta, first_record(path, program), env=env)
         if on_start is not None:
             on_start(session.run_id)
         try:

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from resumable.config import Config
+from resumable.durability.interleaving import replay_order
 from resumable.durability.journal import FrameRecorder
 from resumable.durability.keys import in_flight
 from resumable.durability.progress import RunProgress
@@ -114,7 +115,17 @@ class PlaybookRuntime:
             if state.agent is None
             else self._agent_pickler.loads_value(state.agent, load_blob=_no_blob, ns={})
         )
-        self.output = ProgramOutput(muted=session.resumed, hold=True)
+        # Output counted from the run's start: replay prints only what goes past what the
+        # last durable record covers (older runs: muted until replay catches up).
+        self._counted = state.counted_output
+        self.output = ProgramOutput(
+            muted=session.resumed and not self._counted, hold=True, printed=state.output
+        )
+        self._order = (
+            replay_order(f for f in state.frames.values() if f.window is not None or not f.returned)
+            if session.resumed
+            else None
+        )
         self._current: contextvars.ContextVar[FrameRecorder | None] = contextvars.ContextVar(
             "resumable_frame", default=None
         )
@@ -229,37 +240,46 @@ class PlaybookRuntime:
             await manager.write("frame", frame_id, body | await self._agent_changes())
             frame = session.state.frame(frame_id)
         else:
-            self._restore_agent(frame)
-            if frame.returned:
+            if parent is None or frame.ns is not None or frame.window is None:
+                # Not replayed from its very start: the statements before its resume
+                # point leave agent state as its log says (else replay rebuilds it).
+                self._restore_agent(frame)
+            if self._counted:
+                self.output.seek(frame.output)  # where the frame stood (or returned)
+            if frame.returned and frame.window is None:
                 self._maybe_live(frame, replaying=False)
                 return self._load(frame.result)
         namespace, exclude = self._namespace(spec, frame_id, args)
         await session.restore_frame(frame, namespace)
+        replay = frame.replay_journals()
         recorder = FrameRecorder(
             manager,
             frame_id,
             namespace,
             session.snapshotter,
-            turn=max(frame.turn, 0),
-            replay_index=frame.journal_stmt,
-            replay=frame.journal,
-            on_live=self.go_live,
+            turn=frame.resume_point()[0],
+            replay=replay,
+            order=self._order,
+            marks=frame.marks,
+            on_live=None if self._counted else self.go_live,
             exclude=exclude,
             extras=self._agent_changes,
             on_answer=self._call_answered,
+            rerun=self._runs_again,
             task_names=frame.task_names,
         )
         recorder.set_previous_namespace(frame.ns)
-        self._maybe_live(frame, replaying=bool(frame.journal))
+        self._maybe_live(frame, replaying=bool(replay))
         token = self._current.set(recorder)
         try:
             if self.progress is not None:
                 self.progress.frame_entered(spec.name, frame_id)
             await self.turns.run(spec, frame, namespace, recorder, args)
         except PlaybookReturn as done:
-            pickled = session.snapshotter.dumps_value(done.value, namespace)
-            body = {"v": pickled.data} | await self._agent_changes()
-            await manager.write("return", frame_id, body)
+            if not frame.returned:  # else replay ran it again, beside the program's tasks
+                pickled = session.snapshotter.dumps_value(done.value, namespace)
+                body = {"v": pickled.data} | await self._agent_changes()
+                await manager.write("return", frame_id, body)
             return done.value
         finally:
             self._current.reset(token)
@@ -271,6 +291,12 @@ class PlaybookRuntime:
             return {}
         self._agent_pickle = pickled.data
         return {"agent": pickled.data}
+
+    def _runs_again(self, key: str) -> bool:
+        """A playbook call the log answers, but whose frame ran beside the program's tasks:
+        its code runs again (its replies come from the log), so they interleave as before."""
+        frame = self.session.state.frames.get(key.removeprefix(f"{self.session.run_id}/"))
+        return frame is not None and frame.returned and frame.window is not None
 
     def _call_answered(self, key: str) -> None:
         """A playbook call replay answers from the log leaves agent state as it returned."""
@@ -295,6 +321,9 @@ class PlaybookRuntime:
             )
 
     def _maybe_live(self, frame: FrameState, *, replaying: bool) -> None:
+        """Older runs: output stays muted until replay passes the last durable record."""
+        if self._counted:
+            return
         if not replaying and frame.last_seq >= self.session.manager.replay_until:
             self.go_live()
 

@@ -130,12 +130,18 @@ class FrameTurns:
         observer = TurnObserver(self.session, recorder, frame.frame_id, self.progress)
         executor = StreamingPythonExecutor(namespace, hook=recorder, observer=observer)
         limits = self.config.runtime
-        resuming = frame.current_turn() is not None
+        # A resume runs the frame's recorded turns again from where its namespace is from
+        # (the statement in progress, or the start of a replay window), then goes on.
+        start: tuple[int, int, int] | None = None
+        if frame.current_turn() is not None:
+            start = frame.resume_point()
+        index = -1 if start is None else start[0]
         fix = 0
         while True:
-            turn = frame.current_turn()
             data: FrameData = namespace["__frame__"]
-            if not resuming:
+            if 0 <= index < len(frame.turns):
+                turn = frame.turns[index]
+            else:
                 if len(frame.turns) >= limits.max_llm_calls:
                     raise FrameFailed(
                         f"playbook {spec.name} (frame {frame.frame_id}) made "
@@ -143,23 +149,25 @@ class FrameTurns:
                         "run failed; fix the playbook or raise [runtime] max_llm_calls",
                         frame.frame_id,
                     )
-                if turn is None:
+                if not frame.turns:
                     messages = first_prompt(self.program, spec, dict(args))
                 else:
-                    messages = next_prompt(from_wire(turn.prompt), turn.text, data.observations)
+                    last = frame.turns[-1]
+                    messages = next_prompt(from_wire(last.prompt), last.text, data.observations)
                 body = {"t": len(frame.turns), "prompt": to_wire(messages), "rf": VERSION}
                 await manager.write("turn", frame.frame_id, body | ({"fix": fix} if fix else {}))
-                turn = frame.current_turn()
-            resuming = False
-            assert turn is not None
+                turn = frame.turns[-1]
             if data.turn != turn.index:
                 data.observations = []
                 data.turn = turn.index
             recorder.turn = observer.turn = turn.index
             if self.progress is not None:
                 self.progress.turn_started(turn.index)
-            failure = await self._run_turn(spec, frame, turn, executor, observer)
+            at = (0, 0) if start is None or start[0] != turn.index else (start[1], start[2])
+            failure = await self._run_turn(spec, frame, turn, executor, observer, *at)
             fix = self._judge(spec, frame, turn, data, failure)
+            index = turn.index + 1
+            start = None
 
     async def _run_turn(
         self,
@@ -168,23 +176,26 @@ class FrameTurns:
         turn: TurnState,
         executor: StreamingPythonExecutor,
         observer: TurnObserver,
+        index: int,
+        offset: int,
     ) -> dict[str, Any] | None:
-        """Feed what was recorded, stream the rest; the error that stopped the reply, if any."""
+        """Feed what was recorded from statement ``index`` (at ``offset``) on, stream the
+        rest; the error that stopped the reply, if any."""
         reply = reply_filter_for(turn.reply_filter)
         code = turn.text if reply is None else reply.feed(turn.text)
         if reply is not None and turn.complete:
             code += reply.close()
         executor.start_response(
             filename=f"<{spec.name} response {turn.index + 1}>",
-            offset=frame.offset,
-            line=line_at(code, frame.offset),
-            index=frame.next_index,
+            offset=offset,
+            line=line_at(code, offset),
+            index=index,
         )
         failure = _turn_failure(frame, turn.index)
         if failure is not None:
             return failure
-        if frame.offset < len(code):
-            await executor.add_chunk(code[frame.offset :])
+        if offset < len(code):
+            await executor.add_chunk(code[offset:])
         if not turn.complete and not executor.failed:
             await self._stream(spec, frame, turn.index, executor, observer, reply)
         result = await executor.finalize()

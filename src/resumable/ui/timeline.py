@@ -16,6 +16,7 @@ import msgpack
 
 from resumable.durability.records import Record, RecordCodec
 from resumable.durability.state import RunState
+from resumable.durability.state_codec import state_from_dict
 from resumable.store.base import CheckpointStore
 
 TEXT_LIMIT = 2000
@@ -67,7 +68,7 @@ async def read_timeline(store: CheckpointStore, codec: RecordCodec, run_id: str)
         if snapshot is not None:
             seq, sealed = snapshot
             record = codec.open(sealed, run_id=run_id, seq=seq)
-            state = RunState.from_dict(msgpack.unpackb(record.body["state"], raw=False))
+            state = state_from_dict(msgpack.unpackb(record.body["state"], raw=False))
     previous: float | None = None
     for stored in result.records:
         record = codec.open(stored.data, run_id=run_id, seq=stored.seq)

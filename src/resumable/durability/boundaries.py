@@ -1,0 +1,99 @@
+"""The boundary record of a finished statement: where the frame stands, and its namespace.
+
+A resume starts from the newest boundary that holds a namespace. The namespace is pickled
+once per statement and written only when it changed; while a task the program spawned runs
+on past its statement (or a frame further out replays from before such a task), a boundary
+is ``live``: it says where the frame stands but saves no namespace, since a resume replays
+from before that task (see ``docs/durability.md``, Resume).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Collection
+from typing import TYPE_CHECKING, Any
+
+from resumable.errors import CodeError
+from resumable.exec.statement import Statement
+
+if TYPE_CHECKING:
+    from resumable.durability.checkpoints import CheckpointManager
+    from resumable.durability.snapshot import Snapshotter
+
+__all__ = ["Boundaries"]
+
+
+class Boundaries:
+    """Writes the boundary records of one frame's statements."""
+
+    __slots__ = (
+        "_exclude",
+        "_extras",
+        "_frame_id",
+        "_last_ns",
+        "_manager",
+        "_names_recorded",
+        "_namespace",
+        "_snapshotter",
+    )
+
+    def __init__(
+        self,
+        manager: CheckpointManager,
+        frame_id: str,
+        namespace: dict[str, Any],
+        snapshotter: Snapshotter,
+        exclude: Collection[str],
+        extras: Callable[[], Awaitable[dict[str, Any]]] | None,
+    ) -> None:
+        self._manager = manager
+        self._frame_id = frame_id
+        self._namespace = namespace
+        self._snapshotter = snapshotter
+        self._exclude = exclude
+        self._extras = extras
+        """Run-level state to carry in the same record (e.g. agent-wide state)."""
+        self._last_ns: bytes | None = None
+        self._names_recorded = 0
+
+    def previous(self, data: bytes | None, task_names: int) -> None:
+        """What the log already holds: an unchanged namespace or task count is not rewritten."""
+        self._last_ns = data
+        self._names_recorded = task_names
+
+    async def write(
+        self,
+        turn: int,
+        index: int,
+        statement: Statement,
+        error: CodeError | None,
+        *,
+        live: bool,
+        tasks: int,
+    ) -> None:
+        """Write statement ``index``'s boundary (``tasks``: unnamed tasks spawned so far)."""
+        body: dict[str, Any] = {"t": turn, "i": index, "end": statement.end, "ns": None}
+        if live:
+            body["live"] = True
+            self._last_ns = None  # a resume never restores this one
+            await self._manager.write("stmt", self._frame_id, body)
+            return
+        capture = self._snapshotter.capture(self._namespace, exclude=self._exclude)
+        await self._manager.put_blobs(capture.new_blobs)
+        if capture.data != self._last_ns:
+            body["ns"] = self._last_ns = capture.data
+            body["b"] = sorted(capture.blobs)
+            if capture.lost:
+                body["lost"] = capture.lost
+        if tasks != self._names_recorded:
+            body["tn"] = self._names_recorded = tasks
+        if error is not None:
+            body["err"] = {
+                "t": turn,
+                "message": error.message,
+                "line": getattr(error, "line", 0),
+                "kind": getattr(error, "kind", "exception"),
+                "traceback": getattr(error, "traceback", ""),
+            }
+        if self._extras is not None:
+            body.update(await self._extras())
+        await self._manager.write("stmt", self._frame_id, body)
