@@ -1,0 +1,138 @@
+"""The hash table of a live set or frozenset, read from CPython's memory, and its probing rules.
+
+A set iterates in the order of its table's slots, and ``pop``, ``add`` and a resize depend on
+which slots hold an item, which hold the marker a deleted item leaves ("dummy"), the table's
+size and where ``pop`` searches next (the "finger"). :func:`read` takes those from the
+``PySetObject`` of ``Include/cpython/setobject.h`` (the same in 3.11, 3.12 and 3.13) with
+ctypes, reading only. The probing rules below are those of ``Objects/setobject.c`` in the same
+versions: they are what :mod:`resumable.durability.set_order` plans a rebuild with.
+
+:data:`UNSUPPORTED` says, once at import, why this interpreter's sets cannot be read that way
+(another implementation, a free-threaded or debug build, another layout), or is None.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+import sys
+import sysconfig
+from collections.abc import Iterator
+from dataclasses import dataclass
+from itertools import compress
+from typing import Any, Final
+
+MIN_SIZE: Final = 8
+"""``PySet_MINSIZE``: a new or cleared set has this many slots."""
+_LINEAR_PROBES: Final = 9
+_PERTURB_SHIFT: Final = 5
+_WORD: Final = (1 << 64) - 1
+_HEADER: Final = struct.Struct("nnnPnn")  # fill, used, mask, table, hash, finger
+_HEAD: Final = object.__basicsize__  # PyObject_HEAD
+_SMALLTABLE: Final = _HEAD + _HEADER.size
+_SET_SIZE: Final = _SMALLTABLE + MIN_SIZE * 16 + 8  # ... smalltable[8], weakreflist
+_TO_DIGITS: Final = bytes.maketrans(b"\x00\x01", b"01")
+_FROM_DIGITS: Final = bytes.maketrans(b"01", b"\x00\x01")
+
+
+@dataclass(frozen=True, slots=True)
+class Table:
+    """Where a set's items and dummies are: ``actives``/``dummies`` have bit ``i`` for slot ``i``."""
+
+    mask: int
+    finger: int
+    actives: int
+    dummies: int
+
+    @property
+    def fill(self) -> int:
+        """Items and dummies: what CPython compares with the resize threshold."""
+        return (self.actives | self.dummies).bit_count()
+
+
+def read(obj: set[Any] | frozenset[Any]) -> Table:
+    """The table of an exact set or frozenset (the caller checks the type and :data:`UNSUPPORTED`)."""
+    fill, used, mask, table, _, finger = _HEADER.unpack(ctypes.string_at(id(obj) + _HEAD, 48))
+    words = memoryview(ctypes.string_at(table, (mask + 1) * 16)).cast("q")
+    keys = words[0::2].tolist()
+    taken = bytes(map(bool, keys))
+    dummies = 0
+    if fill != used:
+        dummies = _bits(bytes(map(_DUMMY.__eq__, keys)))
+    return Table(mask, finger, _bits(taken) ^ dummies, dummies)
+
+
+def slots(bits: int) -> list[int]:
+    """The slots a bitmap of :class:`Table` names, lowest first."""
+    digits = format(bits, "b").encode()[::-1].translate(_FROM_DIGITS)
+    return list(compress(range(len(digits)), digits))
+
+
+def _bits(flags: bytes) -> int:
+    return int(flags[::-1].translate(_TO_DIGITS) or b"0", 2)
+
+
+# -- CPython's rules (Objects/setobject.c) ------------------------------------------------------
+def probes(hash_: int, mask: int) -> Iterator[int]:
+    """The slots a lookup or an insertion of ``hash_`` visits, in order (never ends)."""
+    perturb = hash_ & _WORD
+    i = perturb & mask
+    while True:
+        yield i
+        if i + _LINEAR_PROBES <= mask:
+            yield from range(i + 1, i + _LINEAR_PROBES + 1)
+        perturb >>= _PERTURB_SHIFT
+        i = (i * 5 + 1 + perturb) & mask
+
+
+def table_size(minused: int) -> int:
+    """The size ``set_table_resize`` picks: the smallest power of two above ``minused``."""
+    size = MIN_SIZE
+    while size <= minused:
+        size <<= 1
+    return size
+
+
+def grown_size(used: int) -> int:
+    """The size after an insertion filled the table up to :func:`threshold` with ``used`` items."""
+    return table_size(used * 2 if used > 50000 else used * 4)
+
+
+def threshold(size: int) -> int:
+    """The fill at which an insertion into an empty slot makes a table of ``size`` resize."""
+    return (3 * (size - 1) + 4) // 5
+
+
+def merged_size(used: int) -> int:
+    """The size of an empty set that ``update`` (or ``frozenset(a_set)``) gives ``used`` items."""
+    return table_size(used * 2) if used * 5 >= (MIN_SIZE - 1) * 3 else MIN_SIZE
+
+
+# -- does this interpreter lay sets out so? -----------------------------------------------------
+def _dummy_marker() -> tuple[int, str | None]:
+    """The address of CPython's dummy, and why sets cannot be read here (None: they can)."""
+    if sys.implementation.name != "cpython" or sys.version_info < (3, 11):
+        return 0, f"{sys.implementation.name} {sys.version.split()[0]} is not CPython 3.11+"
+    if sysconfig.get_config_var("Py_GIL_DISABLED"):
+        return 0, "a free-threaded CPython build lays sets out differently"
+    if struct.calcsize("P") != 8 or (set.__basicsize__, frozenset.__basicsize__) != (
+        _SET_SIZE,
+        _SET_SIZE,
+    ):
+        return 0, "its set objects are not laid out as a 64-bit CPython 3.11-3.13 lays them out"
+    probe: set[int] = set()
+    item = 1 << 40 | 3
+    fill, used, mask, table, _, finger = _HEADER.unpack(ctypes.string_at(id(probe) + _HEAD, 48))
+    if (fill, used, mask, finger, table) != (0, 0, MIN_SIZE - 1, 0, id(probe) + _SMALLTABLE):
+        return 0, "an empty set does not read as an empty CPython set table"
+    probe.add(item)
+    entry = struct.unpack("qq", ctypes.string_at(table + 3 * 16, 16))
+    probe.discard(item)
+    dummy, marker = struct.unpack("qq", ctypes.string_at(table + 3 * 16, 16))
+    if entry != (id(item), hash(item)) or marker != -1 or dummy in (0, id(item)):
+        return 0, "a set's entries do not read as CPython's (key, hash) pairs"
+    return dummy, None
+
+
+_DUMMY, UNSUPPORTED = _dummy_marker()
+"""CPython's dummy (by address); why a set's table cannot be read here, or None."""
