@@ -46,8 +46,7 @@ def capture_set(obj: set[Any] | frozenset[Any]) -> tuple[Any, ...] | None:
 def restore_set(frozen: bool, items: tuple[Any, ...], table: Table) -> tuple[Any, str | None]:
     """The set with ``table``, or ``set(items)`` and why it is not exact."""
     if UNSUPPORTED is not None:
-        _warn_unsupported()
-        reason: str | None = UNSUPPORTED
+        reason: str | None = UNSUPPORTED  # said by the restore's own warning
     else:
         try:
             rebuilt = rebuild(frozen, items, table)
