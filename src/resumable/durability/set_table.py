@@ -31,7 +31,8 @@ _HEADER: Final = struct.Struct("nnnPnn")  # fill, used, mask, table, hash, finge
 _HEAD: Final = object.__basicsize__  # PyObject_HEAD
 _SMALLTABLE: Final = _HEAD + _HEADER.size
 _SET_SIZE: Final = _SMALLTABLE + MIN_SIZE * 16 + 8  # ... smalltable[8], weakreflist
-_TO_DIGITS: Final = bytes.maketrans(b"\x00\x01", b"01")
+_NONZERO_TO_ONE: Final = b"0" + b"1" * 255
+_FF_TO_ONE: Final = b"0" * 255 + b"1"
 _FROM_DIGITS: Final = bytes.maketrans(b"01", b"\x00\x01")
 
 
@@ -53,13 +54,18 @@ class Table:
 def read(obj: set[Any] | frozenset[Any]) -> Table:
     """The table of an exact set or frozenset (the caller checks the type and :data:`UNSUPPORTED`)."""
     fill, used, mask, table, _, finger = _HEADER.unpack(ctypes.string_at(id(obj) + _HEAD, 48))
-    words = memoryview(ctypes.string_at(table, (mask + 1) * 16)).cast("q")
-    keys = words[0::2].tolist()
-    taken = bytes(map(bool, keys))
+    size = mask + 1
+    entries = ctypes.string_at(table, size * 16)  # (key, hash) pairs of 8 bytes each
+    taken = 0  # byte i: not 0 if slot i has a key (an item or the dummy)
+    for byte in range(8):
+        taken |= int.from_bytes(entries[byte::16], "little")
     dummies = 0
     if fill != used:
-        dummies = _bits(bytes(map(_DUMMY.__eq__, keys)))
-    return Table(mask, finger, _bits(taken) ^ dummies, dummies)
+        marked = -1  # byte i: 0xff if slot i's hash is -1, which marks a dummy
+        for byte in range(8, 16):
+            marked &= int.from_bytes(entries[byte::16], "little")
+        dummies = _bitmap(marked, size, _FF_TO_ONE)
+    return Table(mask, finger, _bitmap(taken, size, _NONZERO_TO_ONE) ^ dummies, dummies)
 
 
 def slots(bits: int) -> list[int]:
@@ -68,8 +74,9 @@ def slots(bits: int) -> list[int]:
     return list(compress(range(len(digits)), digits))
 
 
-def _bits(flags: bytes) -> int:
-    return int(flags[::-1].translate(_TO_DIGITS) or b"0", 2)
+def _bitmap(lanes: int, size: int, to_digit: bytes) -> int:
+    """Bit i set where ``to_digit`` maps byte i of ``lanes`` to ``1``."""
+    return int(lanes.to_bytes(size, "little")[::-1].translate(to_digit), 2)
 
 
 # -- CPython's rules (Objects/setobject.c) ------------------------------------------------------
@@ -109,30 +116,30 @@ def merged_size(used: int) -> int:
 
 
 # -- does this interpreter lay sets out so? -----------------------------------------------------
-def _dummy_marker() -> tuple[int, str | None]:
-    """The address of CPython's dummy, and why sets cannot be read here (None: they can)."""
+def _unsupported() -> str | None:
+    """Why sets cannot be read here, or None: they can."""
     if sys.implementation.name != "cpython" or sys.version_info < (3, 11):
-        return 0, f"{sys.implementation.name} {sys.version.split()[0]} is not CPython 3.11+"
+        return f"{sys.implementation.name} {sys.version.split()[0]} is not CPython 3.11+"
     if sysconfig.get_config_var("Py_GIL_DISABLED"):
-        return 0, "a free-threaded CPython build lays sets out differently"
+        return "a free-threaded CPython build lays sets out differently"
     if struct.calcsize("P") != 8 or (set.__basicsize__, frozenset.__basicsize__) != (
         _SET_SIZE,
         _SET_SIZE,
     ):
-        return 0, "its set objects are not laid out as a 64-bit CPython 3.11-3.13 lays them out"
+        return "its set objects are not laid out as a 64-bit CPython 3.11-3.13 lays them out"
     probe: set[int] = set()
     item = 1 << 40 | 3
     fill, used, mask, table, _, finger = _HEADER.unpack(ctypes.string_at(id(probe) + _HEAD, 48))
     if (fill, used, mask, finger, table) != (0, 0, MIN_SIZE - 1, 0, id(probe) + _SMALLTABLE):
-        return 0, "an empty set does not read as an empty CPython set table"
+        return "an empty set does not read as an empty CPython set table"
     probe.add(item)
     entry = struct.unpack("qq", ctypes.string_at(table + 3 * 16, 16))
     probe.discard(item)
     dummy, marker = struct.unpack("qq", ctypes.string_at(table + 3 * 16, 16))
     if entry != (id(item), hash(item)) or marker != -1 or dummy in (0, id(item)):
-        return 0, "a set's entries do not read as CPython's (key, hash) pairs"
-    return dummy, None
+        return "a set's entries do not read as CPython's (key, hash) pairs"
+    return None
 
 
-_DUMMY, UNSUPPORTED = _dummy_marker()
-"""CPython's dummy (by address); why a set's table cannot be read here, or None."""
+UNSUPPORTED: Final = _unsupported()
+"""Why a set's table cannot be read here, or None."""
