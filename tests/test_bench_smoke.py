@@ -184,3 +184,22 @@ def test_resume_reads_only_the_records_after_the_newest_snapshot(tmp_path: Path)
         assert large["snapshot ms"] > 0
         assert large["attach ms"] > 0
         assert small["read"] == small["records"]
+
+
+def test_set_order_reports_capture_and_restore_against_pickles_own() -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCH), "set-order", "--quick", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=ROOT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    data = json.loads(done.stdout)
+    rows = {row["namespace"]: row for row in data["rows"]}
+    assert set(rows) == {"100 str", "100 str, 1/3 deleted"}
+    for row in rows.values():
+        for key in ("capture us", "plain us", "x plain", "restore us", "restore x plain"):
+            assert row[key] > 0, key
+        assert row["bytes"] > row["plain bytes"]  # the table is pickled too
