@@ -108,7 +108,8 @@ class SetRestorer:
         place = "an await result"
         if variables is not None:
             where = _where({id(obj) for obj, _ in self._inexact}, variables)
-            place = f"variable {', '.join(where)}" if where else "the restored namespace"
+            named = "variable" if len(where) == 1 else "variables"
+            place = f"{named} {', '.join(where)}" if where else "the restored namespace"
         what = "a set" if count == 1 else f"{count} sets"
         warnings.warn(
             f"{what} in {place} may iterate in another order than before the resume (same "
