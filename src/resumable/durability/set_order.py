@@ -34,8 +34,8 @@ def capture_set(obj: set[Any] | frozenset[Any]) -> tuple[Any, ...] | None:
         _warn_unsupported()
         return None
     table = set_table.read(obj)
-    if table == _EMPTY:
-        return None  # as a new set: pickle's own rebuild is exact
+    if table is None or table == _EMPTY:
+        return None  # too large to copy; or as a new set, which pickle's own rebuild is
     items = tuple(obj)
     if len(items) != table.actives.bit_count():
         return None  # changed while it was read (a finalizer): pickle it as it is now

@@ -5,10 +5,10 @@ which slots hold an item, which hold the marker a deleted item leaves ("dummy"),
 size and where ``pop`` searches next (the "finger"). :func:`read` takes those from the
 ``PySetObject`` of ``Include/cpython/setobject.h`` (the same in 3.11, 3.12 and 3.13) with
 ctypes, reading only. The probing rules below are those of ``Objects/setobject.c`` in the same
-versions: they are what :mod:`resumable.durability.set_order` plans a rebuild with.
+versions: they are what :mod:`resumable.durability.set_rebuild` plans with.
 
 :data:`UNSUPPORTED` says, once at import, why this interpreter's sets cannot be read that way
-(another implementation, a free-threaded or debug build, another layout), or is None.
+(another implementation, a free-threaded build, another layout), or is None.
 """
 
 from __future__ import annotations
@@ -27,13 +27,25 @@ MIN_SIZE: Final = 8
 _LINEAR_PROBES: Final = 9
 _PERTURB_SHIFT: Final = 5
 _WORD: Final = (1 << 64) - 1
-_HEADER: Final = struct.Struct("nnnPnn")  # fill, used, mask, table, hash, finger
-_HEAD: Final = object.__basicsize__  # PyObject_HEAD
-_SMALLTABLE: Final = _HEAD + _HEADER.size
-_SET_SIZE: Final = _SMALLTABLE + MIN_SIZE * 16 + 8  # ... smalltable[8], weakreflist
+_STRING_AT: Final[Any] = getattr(ctypes, "_string_at", None)  # string_at without a Python frame
+_LARGEST: Final = (1 << 31) // 16  # slots: _STRING_AT copies at most 2 GB
 _NONZERO_TO_ONE: Final = b"0" + b"1" * 255
 _FF_TO_ONE: Final = b"0" * 255 + b"1"
 _FROM_DIGITS: Final = bytes.maketrans(b"01", b"\x00\x01")
+
+
+class _SetObject(ctypes.Structure):
+    """The head of ``PySetObject``; ``smalltable[8]`` (16-byte entries) and ``weakreflist`` follow."""
+
+    _fields_ = (
+        ("head", ctypes.c_char * object.__basicsize__),  # PyObject_HEAD
+        ("fill", ctypes.c_ssize_t),
+        ("used", ctypes.c_ssize_t),
+        ("mask", ctypes.c_ssize_t),
+        ("table", ctypes.c_void_p),
+        ("hash", ctypes.c_ssize_t),
+        ("finger", ctypes.c_ssize_t),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,11 +63,18 @@ class Table:
         return (self.actives | self.dummies).bit_count()
 
 
-def read(obj: set[Any] | frozenset[Any]) -> Table:
-    """The table of an exact set or frozenset (the caller checks the type and :data:`UNSUPPORTED`)."""
-    fill, used, mask, table, _, finger = _HEADER.unpack(ctypes.string_at(id(obj) + _HEAD, 48))
-    size = mask + 1
-    entries = ctypes.string_at(table, size * 16)  # (key, hash) pairs of 8 bytes each
+def read(obj: set[Any] | frozenset[Any]) -> Table | None:
+    """The table of an exact set or frozenset, or None if it is over 2 GB (the caller checks the
+    type and :data:`UNSUPPORTED`).
+
+    No Python frame runs between reading where the table is and copying it, so no other thread
+    can resize the set (and free that table) in between.
+    """
+    head = _SetObject.from_address(id(obj))
+    fill, used, mask, finger = head.fill, head.used, head.mask, head.finger
+    if mask >= _LARGEST:
+        return None
+    entries = _STRING_AT(head.table, (mask + 1) * 16)  # (key, hash) pairs of 8 bytes each
     taken = 0  # byte i: not 0 if slot i has a key (an item or the dummy)
     for byte in range(8):
         taken |= int.from_bytes(entries[byte::16], "little")
@@ -64,8 +83,8 @@ def read(obj: set[Any] | frozenset[Any]) -> Table:
         marked = -1  # byte i: 0xff if slot i's hash is -1, which marks a dummy
         for byte in range(8, 16):
             marked &= int.from_bytes(entries[byte::16], "little")
-        dummies = _bitmap(marked, size, _FF_TO_ONE)
-    return Table(mask, finger, _bitmap(taken, size, _NONZERO_TO_ONE) ^ dummies, dummies)
+        dummies = _bitmap(marked, mask + 1, _FF_TO_ONE)
+    return Table(mask, finger, _bitmap(taken, mask + 1, _NONZERO_TO_ONE) ^ dummies, dummies)
 
 
 def slots(bits: int) -> list[int]:
@@ -122,20 +141,23 @@ def _unsupported() -> str | None:
         return f"{sys.implementation.name} {sys.version.split()[0]} is not CPython 3.11+"
     if sysconfig.get_config_var("Py_GIL_DISABLED"):
         return "a free-threaded CPython build lays sets out differently"
-    if struct.calcsize("P") != 8 or (set.__basicsize__, frozenset.__basicsize__) != (
-        _SET_SIZE,
-        _SET_SIZE,
-    ):
+    size = ctypes.sizeof(_SetObject) + MIN_SIZE * 16 + 8
+    if ctypes.sizeof(ctypes.c_void_p) != 8 or {set.__basicsize__, frozenset.__basicsize__} != {
+        size
+    }:
         return "its set objects are not laid out as a 64-bit CPython 3.11-3.13 lays them out"
+    if _STRING_AT is None:
+        return "this ctypes has no _string_at"
     probe: set[int] = set()
-    item = 1 << 40 | 3
-    fill, used, mask, table, _, finger = _HEADER.unpack(ctypes.string_at(id(probe) + _HEAD, 48))
-    if (fill, used, mask, finger, table) != (0, 0, MIN_SIZE - 1, 0, id(probe) + _SMALLTABLE):
+    head = _SetObject.from_address(id(probe))
+    smalltable = id(probe) + ctypes.sizeof(_SetObject)
+    if (head.fill, head.used, head.mask, head.finger, head.table) != (0, 0, 7, 0, smalltable):
         return "an empty set does not read as an empty CPython set table"
+    item = 1 << 40 | 3  # goes to slot 3
     probe.add(item)
-    entry = struct.unpack("qq", ctypes.string_at(table + 3 * 16, 16))
+    entry = struct.unpack("qq", _STRING_AT(smalltable + 3 * 16, 16))
     probe.discard(item)
-    dummy, marker = struct.unpack("qq", ctypes.string_at(table + 3 * 16, 16))
+    dummy, marker = struct.unpack("qq", _STRING_AT(smalltable + 3 * 16, 16))
     if entry != (id(item), hash(item)) or marker != -1 or dummy in (0, id(item)):
         return "a set's entries do not read as CPython's (key, hash) pairs"
     return None
