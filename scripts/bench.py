@@ -296,6 +296,18 @@ def fleet_options(parser: argparse.ArgumentParser) -> None:
     options(parser)
 
 
+def bench_set_order(args: argparse.Namespace) -> Report:
+    from bench_set_order import bench_set_order as run
+
+    return run(args)
+
+
+def set_order_options(parser: argparse.ArgumentParser) -> None:
+    from bench_set_order import set_order_options as options
+
+    options(parser)
+
+
 BENCHMARKS: dict[str, Benchmark] = {
     "splitter": Benchmark(bench_splitter, "statement splitter vs ast.parse", splitter_options),
     "checkpoint": Benchmark(
@@ -347,6 +359,11 @@ BENCHMARKS: dict[str, Benchmark] = {
         bench_fleet,
         "fleet submit-to-claim latency with NOTIFY against polling; runs/s",
         fleet_options,
+    ),
+    "set-order": Benchmark(
+        bench_set_order,
+        "capture and restore of a set with its hash table against pickle's",
+        set_order_options,
     ),
 }
 

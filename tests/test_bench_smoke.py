@@ -18,9 +18,9 @@ ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "scripts" / "bench.py"
 
 
-def run_bench(tmp_path: Path, *args: str) -> dict[str, Any]:
+def bench_json(*args: str) -> dict[str, Any]:
     done = subprocess.run(
-        [sys.executable, str(BENCH), *args, "--quick", "--json", "--dir", str(tmp_path)],
+        [sys.executable, str(BENCH), *args, "--quick", "--json"],
         capture_output=True,
         text=True,
         timeout=180,
@@ -28,8 +28,13 @@ def run_bench(tmp_path: Path, *args: str) -> dict[str, Any]:
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert list(tmp_path.iterdir()) == [], "the benchmark left its stores behind"
     data: dict[str, Any] = json.loads(done.stdout)
+    return data
+
+
+def run_bench(tmp_path: Path, *args: str) -> dict[str, Any]:
+    data = bench_json(*args, "--dir", str(tmp_path))
+    assert list(tmp_path.iterdir()) == [], "the benchmark left its stores behind"
     return data
 
 
@@ -184,3 +189,13 @@ def test_resume_reads_only_the_records_after_the_newest_snapshot(tmp_path: Path)
         assert large["snapshot ms"] > 0
         assert large["attach ms"] > 0
         assert small["read"] == small["records"]
+
+
+def test_set_order_reports_capture_and_restore_against_pickles_own() -> None:
+    data = bench_json("set-order")
+    rows = {row["namespace"]: row for row in data["rows"]}
+    assert set(rows) == {"100 str", "100 str, 1/3 deleted"}
+    for row in rows.values():
+        for key in ("capture us", "plain us", "x plain", "restore us", "restore x plain"):
+            assert row[key] > 0, key
+        assert row["bytes"] > row["plain bytes"]  # the table is pickled too

@@ -2,7 +2,8 @@
 
 cloudpickle, plus: the namespace as a persistent id (functions of the program get the restore
 target as their globals), blobs for big leaves, closure cells shared as they were, modules by
-name, exceptions with their chain, the program's own classes and functions by name in await
+name, exceptions with their chain, sets with their hash table
+(:mod:`resumable.durability.set_order`), the program's own classes and functions by name in await
 results, and the process resources of :mod:`resumable.durability.resources`.
 
 The ``_make_*``/``_fill_*``/``_rebuild_*`` helpers are written into pickles, as
@@ -29,6 +30,7 @@ from cloudpickle import cloudpickle as _cp
 
 from resumable.durability.lost import LostVariable
 from resumable.durability.resources import RESOURCE_REDUCERS, reduce_resource_subclass
+from resumable.durability.set_order import SetCapture, SetRestorer
 from resumable.errors import RecordError, RecordVersionError
 
 if TYPE_CHECKING:
@@ -178,6 +180,7 @@ class _Pickler(cloudpickle.Pickler):  # type: ignore[misc]
         self.by_name = False  # await results: the program's classes/functions as names
         self.inline: dict[int, str] = {}
         self.by_reference = owner._by_reference
+        self.sets = SetCapture()
 
     def persistent_id(self, obj: Any) -> Any:
         t = type(obj)
@@ -190,6 +193,8 @@ class _Pickler(cloudpickle.Pickler):  # type: ignore[misc]
         pid = self.pids.get(id(obj))
         if pid is not None:
             return self._emit(pid)
+        if t is set or t is frozenset:
+            return self.sets.pid(obj)
         if t in self.externals:
             return self._emit(self.owner._blob_pid(obj, t))
         if self.by_name:
@@ -202,6 +207,10 @@ class _Pickler(cloudpickle.Pickler):  # type: ignore[misc]
             if mine and _resolve(self.ns, obj.__qualname__) is obj:
                 return self._emit(("r", obj.__qualname__))
         return None
+
+    def clear_memo(self) -> None:
+        super().clear_memo()
+        self.sets.clear()
 
     def _emit(self, pid: tuple[str, ...]) -> tuple[str, ...]:
         """The strings of a persistent id are pickled inline, never as blobs themselves."""
@@ -314,6 +323,13 @@ class _Unpickler(pickle.Unpickler):
         self.load_blob = load_blob
         self.ns = ns
         self.blobs: dict[str, Any] = {}
+        self.sets = SetRestorer()
+        self.namespace = bytes(data[:1]) == _NAMESPACE_CODEC
+
+    def load(self) -> Any:
+        loaded = super().load()
+        self.sets.warn(loaded[0] if self.namespace else None)
+        return loaded
 
     def persistent_load(self, pid: Any) -> Any:
         kind = pid[0]
@@ -324,6 +340,8 @@ class _Unpickler(pickle.Unpickler):
             return value
         if kind == "n":
             return self.ns
+        if kind == "t":
+            return self.sets.load(pid)
         if kind == "x":
             value = self.ns.get(pid[1], _MISSING)
             if value is _MISSING:
@@ -351,7 +369,8 @@ def _check_codec(data: bytes, expected: bytes) -> None:
 
 
 def is_plain(value: Any, limit: int) -> bool:
-    """None, numbers, small str/bytes and small containers of those: the C pickler's job."""
+    """None, numbers, small str/bytes and small lists, tuples, dicts of those (not sets: their
+    hash table is pickled too): the C pickler's job."""
     stack, budget = [value], 64
     while stack:
         item = stack.pop()
@@ -364,7 +383,7 @@ def is_plain(value: Any, limit: int) -> bool:
         if t is str or t is bytes:
             if len(item) > limit:
                 return False
-        elif t is list or t is tuple or t is set or t is frozenset or t is dict:
+        elif t is list or t is tuple or t is dict:
             if len(item) > budget:
                 return False
             stack.extend(item)

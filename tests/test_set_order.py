@@ -1,0 +1,207 @@
+"""A set or frozenset restored from a checkpoint iterates, pops and grows as the original does."""
+
+from __future__ import annotations
+
+import builtins
+import sys
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from resumable.durability import set_order
+from resumable.durability.snapshot import Snapshotter
+
+Op = tuple[Any, ...]
+EMPTY = "<pop from an empty set>"
+
+ELEMENTS = st.one_of(st.integers(-300, 3000), st.text(alphabet="abcdefgh", max_size=4))
+OPERATIONS = st.lists(
+    st.one_of(
+        st.tuples(st.just("add"), ELEMENTS),
+        st.tuples(st.just("add"), ELEMENTS),
+        st.tuples(st.just("discard"), ELEMENTS),
+        st.tuples(st.just("discard_nth"), st.integers(0, 10**6)),
+        st.tuples(st.just("pop")),
+        st.tuples(st.just("grow"), st.integers(1, 300), st.sampled_from(["int", "str"])),
+        st.tuples(st.just("shrink"), st.integers(1, 300)),
+        st.tuples(st.just("update"), st.lists(ELEMENTS, max_size=40)),
+        st.tuples(st.just("difference_update"), st.lists(ELEMENTS, max_size=40)),
+        st.tuples(st.just("clear")),
+    ),
+    max_size=40,
+)
+
+
+def apply(target: set[Any], op: Op) -> Any:
+    """Run one operation on ``target``; what it returns (``pop``'s item) is part of the result."""
+    name, *args = op
+    if name == "pop":
+        return target.pop() if target else EMPTY
+    if name == "discard_nth":
+        if target:
+            target.discard(list(target)[args[0] % len(target)])
+    elif name == "grow":  # enough insertions at once to cross a resize
+        count, kind = args
+        start = len(target) * 7 + 10_000
+        target.update(i if kind == "int" else f"g{i}" for i in range(start, start + count))
+    elif name == "shrink":  # many deletions: dummies, and a smaller table on the next resize
+        for item in list(target)[: args[0]]:
+            target.discard(item)
+    else:
+        getattr(target, name)(*args)
+    return None
+
+
+def built(ops: list[Op]) -> set[Any]:
+    made: set[Any] = set()
+    for op in ops:
+        apply(made, op)
+    return made
+
+
+def resume(variables: dict[str, Any]) -> dict[str, Any]:
+    """Capture a namespace and restore it with a new Snapshotter, as a resumed process does."""
+    blobs: dict[str, bytes] = {}
+    capture = Snapshotter().capture(variables)
+    blobs.update(capture.new_blobs)
+    into: dict[str, Any] = {"__builtins__": builtins.__dict__}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an exact restore warns about nothing
+        Snapshotter().restore(capture.data, load_blob=blobs.__getitem__, into=into)
+    return into
+
+
+@settings(max_examples=200, deadline=None)
+@given(before=OPERATIONS, after=OPERATIONS)
+def test_a_restored_set_goes_on_as_the_original(before: list[Op], after: list[Op]) -> None:
+    original = built(before)
+    restored = resume({"s": original})["s"]
+    assert list(restored) == list(original)
+    assert sys.getsizeof(restored) == sys.getsizeof(original)  # the same table size
+    for op in after:
+        assert apply(restored, op) == apply(original, op), op
+        assert list(restored) == list(original), op
+    for _ in range(len(original)):
+        assert restored.pop() == original.pop()
+
+
+FROZEN: dict[str, Callable[[set[Any]], frozenset[Any]]] = {
+    "from the set": frozenset,
+    "one item at a time": lambda made: frozenset(list(made)),
+    "in reverse": lambda made: frozenset(reversed(list(made))),
+    "from a generator": lambda made: frozenset(item for item in made if item != 0),
+    "a union": lambda made: frozenset(list(made)[::2]) | frozenset(list(made)[1::2]),
+    "a filtered set": lambda made: frozenset({item for item in made if item != 1}),
+}
+
+
+@settings(max_examples=200, deadline=None)
+@given(ops=OPERATIONS, how=st.sampled_from(sorted(FROZEN)), other=st.lists(ELEMENTS))
+def test_a_restored_frozenset_iterates_as_the_original(
+    ops: list[Op], how: str, other: list[Any]
+) -> None:
+    original = FROZEN[how](built(ops))
+    restored = resume({"f": original})["f"]
+    assert type(restored) is frozenset
+    assert list(restored) == list(original)
+    assert sys.getsizeof(restored) == sys.getsizeof(original)
+    others = set(other)
+    for derive in (set, lambda f: f | others, lambda f: f & others, lambda f: f ^ others):
+        assert list(derive(restored)) == list(derive(original))
+
+
+class Box:
+    def __init__(self, content: Any) -> None:
+        self.content = content
+
+
+def test_sets_inside_other_values_keep_their_order_and_stay_one_object() -> None:
+    words = {f"word{i}" for i in range(60)}
+    for i in range(0, 60, 4):
+        words.discard(f"word{i}")
+    words.pop()
+    frozen = frozenset(f"f{i}" for i in range(25))
+    variables = {
+        "words": words,
+        "by_key": {"k": words, frozen: words},
+        "pair": (words, [words, frozen]),
+        "box": Box(words),
+        "frozens": {frozen, frozenset({1, 2})},
+        "frozen": frozen,
+    }
+    restored = resume(variables)
+    again = restored["words"]
+    assert list(again) == list(words)
+    assert again is restored["by_key"]["k"] is restored["pair"][0] is restored["pair"][1][0]
+    assert again is restored["box"].content
+    assert list(restored["frozen"]) == list(frozen)
+    assert restored["by_key"][frozen] is again
+    assert restored["frozen"] in restored["frozens"]
+    assert list(restored["frozens"]) == list(variables["frozens"])
+    again.add("late")
+    words.add("late")
+    assert list(restored["box"].content) == list(words)
+
+
+def test_an_unchanged_namespace_with_sets_captures_to_the_same_bytes() -> None:
+    words = {f"w{i}" for i in range(200)}
+    for i in range(0, 200, 3):
+        words.discard(f"w{i}")
+    words.pop()
+    variables = {"words": words, "frozen": frozenset(words), "nested": [{1, 2}, words]}
+    snapshotter = Snapshotter()
+    first = snapshotter.capture(variables).data
+    assert snapshotter.capture(variables).data == first
+    restored = resume(variables)  # the same tables: the restored namespace pickles the same
+    assert Snapshotter().capture({k: restored[k] for k in variables}).data == first
+
+
+def test_a_set_in_an_await_result_comes_back_in_its_order() -> None:
+    words = {f"w{i}" for i in range(2000)}
+    for i in range(1960):  # a big table holding a few words: set(words) would be a small one
+        words.discard(f"w{i}")
+    result = {"found": words, "first": frozenset(list(words)[:30])}
+    pickled = Snapshotter().dumps_value(result, {})
+    answered = Snapshotter().loads_value(pickled.data, load_blob=lambda d: b"", ns={})
+    assert list(answered["found"]) == list(words)
+    assert list(answered["first"]) == list(result["first"])
+
+
+def test_a_set_of_objects_hashed_by_identity_comes_back_with_its_items_and_a_warning() -> None:
+    boxes = {Box(i) for i in range(30)}
+    capture = Snapshotter().capture({"boxes": boxes, "labels": {"a", "b"}, "Box": Box})
+    into: dict[str, Any] = {}
+    with pytest.warns(RuntimeWarning, match=r"a set in variable 'boxes' may iterate in another"):
+        Snapshotter().restore(capture.data, load_blob=lambda d: b"", into=into)
+    assert sorted(box.content for box in into["boxes"]) == list(range(30))
+    assert into["labels"] == {"a", "b"}
+
+
+def test_where_sets_cannot_be_read_they_are_pickled_as_before_and_it_is_said_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    words = {f"w{i}" for i in range(50)}
+    words.discard("w7")
+    exact = Snapshotter().capture({"words": words}).data
+    monkeypatch.setattr(set_order, "UNSUPPORTED", "this CPython lays sets out otherwise")
+    monkeypatch.setattr(set_order, "_unsupported_warned", False)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        plain = Snapshotter().capture({"words": words}).data
+        Snapshotter().capture({"again": {1, 2}})
+    assert [str(w.message) for w in said] == [  # once a process
+        "sets restored from a checkpoint may iterate in another order: "
+        "this CPython lays sets out otherwise"
+    ]
+    into: dict[str, Any] = {}
+    with pytest.warns(RuntimeWarning, match="a set in variable 'words' may iterate in another"):
+        Snapshotter().restore(exact, load_blob=lambda d: b"", into=into)  # written where it could
+    assert into["words"] == words
+    monkeypatch.undo()
+    into = {}
+    Snapshotter().restore(plain, load_blob=lambda d: b"", into=into)  # an older checkpoint's form
+    assert into["words"] == words
