@@ -23,6 +23,7 @@ from resumable.durability.records import RecordCodec
 
 __all__ = [
     "ENV",
+    "carried",
     "mismatch",
     "run_fields",
     "seed_from_env",
@@ -31,6 +32,8 @@ __all__ = [
 ]
 
 ENV: Final = "PYTHONHASHSEED"
+_FIELDS: Final = ("hash_seed", "hash_probe")
+"""The keys of a run's ``RunMeta.extra`` that say how it hashes."""
 _PROBE: Final = "resumable: which hash seed does this process use?"
 _MAX: Final = 4294967295
 _LABEL: Final = b"resumable hash seed"
@@ -53,6 +56,11 @@ def store_seed(codec: RecordCodec) -> int:
 def run_fields(env: Mapping[str, str]) -> dict[str, Any]:
     """What a new run records in its meta: the seed (if known) and this process's probe."""
     return {"hash_seed": seed_from_env(env), "hash_probe": hash(_PROBE)}
+
+
+def carried(extra: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of a run's meta that a copy of its history (a fork) must keep."""
+    return {name: extra[name] for name in _FIELDS if name in extra}
 
 
 def _differs(extra: Mapping[str, Any]) -> bool:
