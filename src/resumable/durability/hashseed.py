@@ -16,6 +16,11 @@ it did not.
 
 from __future__ import annotations
 
+import functools
+import os
+import subprocess
+import sys
+import warnings
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -25,6 +30,8 @@ __all__ = [
     "ENV",
     "carried",
     "mismatch",
+    "probe_for",
+    "queued_fields",
     "run_fields",
     "seed_from_env",
     "seed_to_apply",
@@ -58,9 +65,42 @@ def run_fields(env: Mapping[str, str]) -> dict[str, Any]:
     return {"hash_seed": seed_from_env(env), "hash_probe": hash(_PROBE)}
 
 
+def queued_fields(seed: int) -> dict[str, Any]:
+    """What a run queued for other processes records: the seed they start it with, its probe."""
+    return {"hash_seed": seed, "hash_probe": probe_for(seed)}
+
+
 def carried(extra: Mapping[str, Any]) -> dict[str, Any]:
     """The fields of a run's meta that a copy of its history (a fork) must keep."""
     return {name: extra[name] for name in _FIELDS if name in extra}
+
+
+@functools.cache
+def probe_for(seed: int) -> int | None:
+    """The probe of a process started with ``PYTHONHASHSEED=seed``, as a fresh one reports it.
+
+    No API gives the seed a process hashes with, so an interpreter started with it says. If
+    none can be started (an embedding without ``sys.executable``) this warns and gives None:
+    the run keeps its seed, and a resume cannot tell whether it hashes alike.
+    """
+    try:
+        done = subprocess.run(
+            [sys.executable, "-S", "-c", f"print(hash({_PROBE!r}))"],
+            env={**os.environ, ENV: str(seed)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        return int(done.stdout)
+    except (OSError, subprocess.SubprocessError, ValueError) as error:
+        warnings.warn(
+            f"cannot start {sys.executable or 'Python'} to learn how PYTHONHASHSEED={seed} "
+            f"hashes ({error}); the run records its seed without a probe",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return None
 
 
 def _differs(extra: Mapping[str, Any]) -> bool:
