@@ -24,6 +24,8 @@ pytestmark = pytest.mark.postgres
 
 Spawn = Callable[..., Process]
 DELAY = "0.3"
+CRASH_AFTER = "8"
+"""The exec'd program's log: run, five statements, then one record per effect: two booked."""
 
 SETS = """\
 import asyncio
@@ -175,3 +177,92 @@ def test_exec_submit_and_worker_share_the_store_seed_unless_exec_is_given_one(
     assert _extra(schema, "given")["hash_seed"] == 7
     assert given.stdout.splitlines()[2] == "7"
     assert seed != 7  # (a store whose seed is 7: one in four billion)
+
+
+def _crashed_with_seed_7(schema: Schema, tmp_path: Path, ledger: Path) -> list[str]:
+    """A run exec'd with PYTHONHASHSEED=7 and killed after two effects; and what it prints
+    uninterrupted (another run of the same store, with the same seed)."""
+    program = _program(tmp_path)
+    env = env_for(schema, PYTHONHASHSEED="7", BOOK_DELAY=DELAY)
+    alone = resumable(
+        ["exec", str(program), "--run-id", "alone"],
+        tmp_path,
+        {**env, "LEDGER": str(tmp_path / "alone.txt"), "BOOK_DELAY": "0"},
+    )
+    assert alone.code == 0, alone.stderr
+    crashed = resumable(
+        ["exec", str(program), "--run-id", "trip"],
+        tmp_path,
+        {**env, "LEDGER": str(ledger), "RESUMABLE_CRASH_AFTER": CRASH_AFTER},
+    )
+    assert crashed.code == -signal.SIGKILL, crashed.stderr
+    assert crashed.stdout == ""
+    assert _extra(schema, "trip")["hash_seed"] == 7
+    return alone.stdout.splitlines()
+
+
+def _child_of(worker: Process, *, timeout: float = 20) -> int:
+    found = worker.wait_for(
+        r"run trip hashes strings with PYTHONHASHSEED=7: driving it in child process (\d+)",
+        timeout=timeout,
+    )
+    return int(found[1])
+
+
+def _handed_off_midway(
+    schema: Schema, spawn: Spawn, tmp_path: Path
+) -> tuple[list[str], Process, int]:
+    """The run crashed with seed 7 and what it prints uninterrupted; a worker, once its child
+    drives the run (its lease lapsed) and booked more; the child's pid."""
+    ledger = tmp_path / "ledger.txt"
+    reference = _crashed_with_seed_7(schema, tmp_path, ledger)
+    worker = spawn("worker", LEDGER=str(ledger), BOOK_DELAY=DELAY)
+    child = _child_of(worker)
+    worker.wait_for("resumed run trip from record 8", timeout=20)
+    wait_until(lambda: len(read_lines(ledger)) >= 4, timeout=20, what="four effects")
+    return reference, worker, child
+
+
+def test_a_run_recorded_with_another_seed_dies_with_its_worker_and_is_finished_by_the_next(
+    schema: Schema, spawn: Spawn, tmp_path: Path
+) -> None:
+    reference, first, child = _handed_off_midway(schema, spawn, tmp_path)
+    ledger = tmp_path / "ledger.txt"
+    first.signal(signal.SIGKILL)
+    assert first.finish() == -signal.SIGKILL
+    wait_until(lambda: _gone(child), timeout=10, what="the child to die with its worker")
+
+    second = spawn("worker", LEDGER=str(ledger), BOOK_DELAY=DELAY)
+    assert _child_of(second) != child
+    second.wait_for("resumed run trip from record", timeout=20)
+    second.wait_for("completed run trip", timeout=30)
+    assert second.stop() == 0
+
+    assert first.out == []
+    assert second.out == reference
+    assert reference[2] == "7"
+    assert _effects(ledger, "trip") == BOOKED
+    assert second.matches(r"stopped: 1 claimed, 1 completed")
+    assert not second.matches("warning")
+
+
+def test_a_stopping_worker_passes_the_stop_to_its_child_and_the_next_worker_takes_over(
+    schema: Schema, spawn: Spawn, tmp_path: Path
+) -> None:
+    reference, first, child = _handed_off_midway(schema, spawn, tmp_path)
+    ledger = tmp_path / "ledger.txt"
+    assert first.stop() == 0  # SIGTERM: the child finishes its current effect and lets go
+    assert _gone(child)
+    stopped = first.wait_for(r"stopped run trip: after record (\d+); released", timeout=1)
+    assert first.matches(r"stopped: 1 claimed, 1 stopped")
+    row = schema.runs()["trip"]
+    assert (row["status"], row["owner"]) == ("running", None)  # claimable at once
+
+    second = spawn("worker", LEDGER=str(ledger))
+    second.wait_for(f"resumed run trip from record {stopped[1]} ", timeout=10)
+    second.wait_for("completed run trip", timeout=30)
+    assert second.stop() == 0
+
+    assert first.out == []
+    assert second.out == reference
+    assert read_lines(ledger) == [f"trip/{line}" for line in BOOKED]  # nothing booked twice

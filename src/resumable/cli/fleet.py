@@ -40,6 +40,10 @@ def worker_command(
 ) -> None:
     """Claim and drive queued and orphaned runs from PostgreSQL until SIGTERM.
 
+    The worker first starts itself again with the store's string hash seed, the one
+    submitted runs record; a run recorded with another seed is driven in a child process
+    started with that seed.
+
     Example: resumable worker --concurrency 8
     """
     from resumable.fleet.worker import fleet_store, serve
