@@ -321,6 +321,33 @@ def test_fork_at_a_record_then_resume_prints_the_rest_of_the_program(
     assert _tree_digest(work / ".resumable" / "runs" / "r") == original
 
 
+SETS = """\
+import asyncio
+
+
+async def main():
+    words = {f"word{i}" for i in range(40)}
+    await asyncio.sleep(0)
+    print(list(words))
+
+
+await main()
+"""
+
+
+def test_a_fork_iterates_sets_as_its_parent_did(tmp_path: Path) -> None:
+    """The fork replays the parent's statement in progress, so it needs the parent's hash seed."""
+    work = _work(tmp_path, "sets", SETS)
+    done = resumable(["exec", "script.py", "--run-id", "p"], work, env={"PYTHONHASHSEED": "7"})
+    assert done.code == 0, done.stderr
+    (point,) = [r.seq for r in _records(work, "p") if r.kind == "await"]
+    forked = resumable(["fork", "p", "--at", str(point)], work)
+    assert forked.code == 0, forked.stderr
+    resumed = resumable(["resume", forked.stdout.strip()], work, env={"PYTHONHASHSEED": "1"})
+    assert resumed.code == 0, resumed.stderr
+    assert resumed.stdout == done.stdout
+
+
 # -- gc -----------------------------------------------------------------------------------------
 def _age(work: Path, run_id: str, days: float) -> None:
     """Make a run look last updated ``days`` ago."""

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.crash.harness import resumable
 from tests.replay.state_harness import (
     PROGRAMS,
+    SEED,
     clean,
     crashed_and_resumed,
     plain,
@@ -72,6 +75,61 @@ def test_a_run_started_without_a_hash_seed_gets_one_and_keeps_it(tmp_path: Path)
     assert isinstance(seed, int)
     reference = plain(program, tmp_path, seed=str(seed))
     assert crashed.stdout + resumed.stdout == reference.stdout
+
+
+def _meta(work: Path, run_id: str) -> dict[str, Any]:
+    return dict(json.loads((work / ".resumable" / "runs" / run_id / "meta.json").read_text()))
+
+
+def test_runs_of_one_store_share_its_seed_and_another_store_has_its_own(tmp_path: Path) -> None:
+    program = PROGRAMS / "state_set_order.py"
+    outputs: dict[str, str] = {}
+    for store, run_id in (("a", "one"), ("a", "two"), ("b", "three")):
+        work = tmp_path / store
+        work.mkdir(exist_ok=True)
+        (work / "program.py").write_text(program.read_text())
+        # an empty PYTHONHASHSEED is unset to Python too
+        done = resumable(
+            ["exec", "program.py", "--run-id", run_id], work, env={"PYTHONHASHSEED": ""}
+        )
+        assert done.code == 0, done.stderr
+        outputs[run_id] = done.stdout
+    seeds = {
+        r: _meta(tmp_path / s, r)["extra"]["hash_seed"]
+        for s, r in (("a", "one"), ("a", "two"), ("b", "three"))
+    }
+    assert seeds["one"] == seeds["two"] != seeds["three"]
+    for run_id, seed in seeds.items():
+        (tmp_path / run_id).mkdir()
+        assert outputs[run_id] == plain(program, tmp_path / run_id, seed=str(seed)).stdout
+
+
+def test_a_run_recorded_by_a_python_that_hashes_otherwise_resumes_with_a_warning(
+    tmp_path: Path,
+) -> None:
+    """Started again with the run's seed, this process still hashes otherwise: it says so and
+    goes on, instead of starting itself again and again."""
+    program = PROGRAMS / "state_set_order.py"
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "program.py").write_text(program.read_text())
+    env = {"PYTHONHASHSEED": SEED}
+    crashed = resumable(
+        ["exec", "program.py", "--run-id", "r"], work, env={**env, "RESUMABLE_CRASH_AFTER": "4"}
+    )
+    assert crashed.code == -signal.SIGKILL, crashed.stderr
+    meta_path = work / ".resumable" / "runs" / "r" / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    meta["extra"]["hash_probe"] += 1  # what another Python's hash of the probe would look like
+    meta_path.write_text(json.dumps(meta))
+
+    resumed = resumable(["resume", "r"], work, env={"PYTHONHASHSEED": "1"}, timeout=30)
+    assert resumed.code == 0, resumed.stderr
+    assert (
+        f"recorded by a Python that hashes strings otherwise, even with PYTHONHASHSEED={SEED}"
+        in resumed.stderr
+    )
+    assert crashed.stdout + resumed.stdout == plain(program, tmp_path).stdout
 
 
 RESTORED_SET = """\

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import secrets
 import sys
 import warnings
 from collections.abc import AsyncIterator, Callable, Coroutine
@@ -75,10 +74,26 @@ def restart_with_hash_seed(seed: int) -> None:
     os.execve(sys.executable, argv, {**os.environ, hashseed.ENV: str(seed)})
 
 
-def pin_hash_seed() -> None:
-    """A new run needs a hash seed it can be resumed with: pick one if none is set."""
-    if hashseed.seed_from_env(os.environ) is None:
-        restart_with_hash_seed(secrets.randbelow(1 << 32))
+def pin_hash_seed(config: Config) -> None:
+    """A new run hashes with its store's seed, unless ``PYTHONHASHSEED`` already pins one (or
+    durability is off: then nothing is recorded, and no store is opened)."""
+    if config.durability.enabled and hashseed.seed_from_env(os.environ) is None:
+        pin_store_seed(store_for(config.durability, config), config)
+
+
+def pin_store_seed(store: CheckpointStore, config: Config) -> None:
+    """Start again with the seed all processes of ``store`` (not open yet) share, unless this
+    one already hashes with it (see ``hashseed``)."""
+    if not standalone():
+        return
+
+    async def go() -> int:
+        async with store:
+            return hashseed.store_seed(await codec_for(store, config.durability, os.environ))
+
+    seed = _run(go)
+    if hashseed.seed_from_env(os.environ) != seed:
+        restart_with_hash_seed(seed)
 
 
 def _version(value: bool) -> None:

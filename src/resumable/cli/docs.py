@@ -64,6 +64,7 @@ TAIL = """\
 | `RESUMABLE_<SECTION>_<KEY>` | overrides one setting, e.g. `RESUMABLE_DURABILITY_SYNC=flush` |
 | `RESUMABLE_MAC_KEY` | the record-authentication key (default: the store's own, created on first use) |
 | `RESUMABLE_ENCRYPTION_KEY` | the encryption key when `[durability] encrypt = true` (`resumable init` prints a new one) |
+| `PYTHONHASHSEED` | a number: the string hash seed `exec` and `run` give a new run (default: the store's own, derived from its MAC key); `resume` and `worker` replace it with the run's or the store's |
 | `RESUMABLE_CRASH_AFTER=N` | fault injection: SIGKILL right after the N-th record is durable |
 | `RESUMABLE_SCRIPTED_LOG` | the scripted provider appends one JSON line per LLM call to this file |
 | `OPENAI_API_KEY` | the `openai` provider's key (another variable with `[llm] api_key_env`) |

@@ -13,11 +13,14 @@ from resumable.cli.app import (
     ConfigOption,
     JsonOption,
     _config,
+    _fail,
     _run,
     app,
     err,
+    pin_store_seed,
 )
-from resumable.durability.session import codec_for
+from resumable.durability.session import codec_for, store_for
+from resumable.errors import ConfigError
 
 
 @app.command("worker")
@@ -37,11 +40,20 @@ def worker_command(
 ) -> None:
     """Claim and drive queued and orphaned runs from PostgreSQL until SIGTERM.
 
+    The worker first starts itself again with the store's string hash seed, the one
+    submitted runs record; a run recorded with another seed is driven in a child process
+    started with that seed.
+
     Example: resumable worker --concurrency 8
     """
-    from resumable.fleet.worker import serve
+    from resumable.fleet.worker import fleet_store, serve
 
     config = _config(config_path)
+    try:
+        store = fleet_store(store_for(config.durability, config), "worker")
+    except ConfigError as error:
+        _fail(error)
+    pin_store_seed(store, config)
     _run(lambda: serve(config, env=os.environ, concurrency=concurrency, poll_seconds=poll))
 
 

@@ -128,14 +128,14 @@ def _start(
 ) -> None:
     """The start-up `run` and `exec` share, around the driver that ``launch`` calls.
 
-    The hash seed is pinned first (the process may start again with it), the program
-    must have the command's ``suffix``, and the run's id is announced on stderr before
-    the status display takes it over.
+    The program must have the command's ``suffix``; the hash seed is pinned before
+    anything else (the process may start again with it); the run's id is announced on
+    stderr before the status display takes it over.
     """
-    pin_hash_seed()
     program = resolve_program(program)
     _check_suffix(program, suffix)
     config = _config(config_path)
+    pin_hash_seed(config)
     status = _status(config, quiet, events)
 
     def started(run: str) -> None:
@@ -217,7 +217,7 @@ def resume_command(
                     f"(fork it with `resumable fork {target} --at N` to run part of it again)",
                     run_id=target,
                 )
-            seed = hashseed.seed_to_apply(loaded_meta.extra)
+            seed = hashseed.seed_to_apply(loaded_meta.extra, os.environ)
             if seed is not None and standalone():
                 return seed  # set order depends on it: start again with the run's seed
             err.print(f"resumable: resuming run {target}", markup=False)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from resumable.durability import hashseed
 from resumable.durability.records import Record, RecordCodec
 from resumable.durability.session import new_run_id, owner_name
 from resumable.durability.snapshot import Snapshotter
@@ -254,7 +255,8 @@ async def _write_fork(
     meta = await store.get_meta(parent)
     fork_id = new_id or new_run_id()
     now = time.time()
-    extra: dict[str, Any] = {"forked_at": at}
+    # the fork replays the parent's history: it must hash strings as the parent did
+    extra: dict[str, Any] = {"forked_at": at, **hashseed.carried(meta.extra)}
     if edits.describe():
         extra["fork_edits"] = edits.describe()
     fork_meta = RunMeta(

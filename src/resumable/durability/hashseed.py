@@ -2,22 +2,49 @@
 
 Set iteration order depends on ``PYTHONHASHSEED``, which only takes effect when an interpreter
 starts. A run records the seed it was started with (when ``PYTHONHASHSEED`` says it) and a probe,
-the hash of a fixed string, so a resume can tell whether its own process hashes the same. The
-``resumable`` command starts itself again with the recorded seed when it does not (and, for a new
-run, with a random pinned seed when none is set); an embedded program must start its process with
-``PYTHONHASHSEED`` set to the value :func:`run_fields` recorded, and is warned when it did not.
+the hash of a fixed string, so a resume can tell whether its own process hashes the same.
+
+Every store has one seed, :func:`store_seed`, derived from its MAC key: each process that can
+read the store's records holds that key, so all of them (``resumable exec``, ``submit``, every
+worker of a fleet) agree on it without a setting, and nobody without the key can predict it.
+The ``resumable`` command starts itself again with the store's seed for a new run (unless
+``PYTHONHASHSEED`` pins one: the run records that) and with the recorded seed for a resume; a
+worker drives a run recorded with another seed in a child process started with it. An embedded
+program must start its process with the seed :func:`run_fields` recorded, and is warned when
+it did not.
 """
 
 from __future__ import annotations
 
+import functools
+import os
+import subprocess
+import sys
+import warnings
 from collections.abc import Mapping
 from typing import Any, Final
 
-__all__ = ["ENV", "mismatch", "run_fields", "seed_from_env", "seed_to_apply"]
+from resumable.durability.records import RecordCodec
+
+__all__ = [
+    "ENV",
+    "carried",
+    "mismatch",
+    "probe_for",
+    "queued_fields",
+    "run_fields",
+    "seed_from_env",
+    "seed_to_apply",
+    "store_seed",
+]
 
 ENV: Final = "PYTHONHASHSEED"
+_FIELDS: Final = ("hash_seed", "hash_probe")
+"""The keys of a run's ``RunMeta.extra`` that say how it hashes."""
 _PROBE: Final = "resumable: which hash seed does this process use?"
 _MAX: Final = 4294967295
+_LABEL: Final = b"resumable hash seed"
+"""What the store's key authenticates to make its seed (no record is MAC'd over these bytes)."""
 
 
 def seed_from_env(env: Mapping[str, str]) -> int | None:
@@ -28,9 +55,52 @@ def seed_from_env(env: Mapping[str, str]) -> int | None:
     return None
 
 
+def store_seed(codec: RecordCodec) -> int:
+    """The seed of the store whose records ``codec`` seals: 4 bytes of an HMAC of its key."""
+    return int.from_bytes(codec.derive(_LABEL)[:4], "big")
+
+
 def run_fields(env: Mapping[str, str]) -> dict[str, Any]:
     """What a new run records in its meta: the seed (if known) and this process's probe."""
     return {"hash_seed": seed_from_env(env), "hash_probe": hash(_PROBE)}
+
+
+def queued_fields(seed: int) -> dict[str, Any]:
+    """What a run queued for other processes records: the seed they start it with, its probe."""
+    return {"hash_seed": seed, "hash_probe": probe_for(seed)}
+
+
+def carried(extra: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of a run's meta that a copy of its history (a fork) must keep."""
+    return {name: extra[name] for name in _FIELDS if name in extra}
+
+
+@functools.cache
+def probe_for(seed: int) -> int | None:
+    """The probe of a process started with ``PYTHONHASHSEED=seed``, as a fresh one reports it.
+
+    No API gives the seed a process hashes with, so an interpreter started with it says. If
+    none can be started (an embedding without ``sys.executable``) this warns and gives None:
+    the run keeps its seed, and a resume cannot tell whether it hashes alike.
+    """
+    try:
+        done = subprocess.run(
+            [sys.executable, "-S", "-c", f"print(hash({_PROBE!r}))"],
+            env={**os.environ, ENV: str(seed)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        return int(done.stdout)
+    except (OSError, subprocess.SubprocessError, ValueError) as error:
+        warnings.warn(
+            f"cannot start {sys.executable or 'Python'} to learn how PYTHONHASHSEED={seed} "
+            f"hashes ({error}); the run records its seed without a probe",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return None
 
 
 def _differs(extra: Mapping[str, Any]) -> bool:
@@ -38,13 +108,19 @@ def _differs(extra: Mapping[str, Any]) -> bool:
     return probe is not None and probe != hash(_PROBE)
 
 
-def seed_to_apply(extra: Mapping[str, Any]) -> int | None:
-    """The seed a process must be started with to hash as the run did, or None if this one does."""
+def seed_to_apply(extra: Mapping[str, Any], env: Mapping[str, str]) -> int | None:
+    """The seed a process must be started with to hash as the run did, or None.
+
+    None too when this process was started with that seed and still hashes otherwise (another
+    Python recorded the run): starting again would not help, and :func:`mismatch` says so.
+    """
     seed = extra.get("hash_seed")
-    return seed if _differs(extra) and isinstance(seed, int) else None
+    if not _differs(extra) or not isinstance(seed, int) or seed_from_env(env) == seed:
+        return None
+    return seed
 
 
-def mismatch(extra: Mapping[str, Any]) -> str | None:
+def mismatch(extra: Mapping[str, Any], env: Mapping[str, str]) -> str | None:
     """Why set iteration order may differ in this process from the run's, or None."""
     if not _differs(extra):
         return None
@@ -53,6 +129,12 @@ def mismatch(extra: Mapping[str, Any]) -> str | None:
         return (
             "this run was started without PYTHONHASHSEED, so this process orders sets and dicts "
             "of strings differently; start runs with PYTHONHASHSEED set (resumable exec/run do)"
+        )
+    if seed_from_env(env) == seed:
+        return (
+            f"this run was recorded by a Python that hashes strings otherwise, even with "
+            f"PYTHONHASHSEED={seed}: iterating a set may give another order; resume it with "
+            "the Python version that started it"
         )
     return (
         f"this run hashes strings with PYTHONHASHSEED={seed} and this process does not: "

@@ -129,6 +129,13 @@ class RecordCodec:
         self._packer = msgpack.Packer(use_bin_type=True)
         self._packs_body = compress == "zlib" or cipher is not None
 
+    def derive(self, label: bytes) -> bytes:
+        """A secret only holders of the store's key know: the HMAC of ``label`` (which must not
+        start with a record header, so that no record is authenticated by it)."""
+        if label[:1] == bytes((FORMAT_VERSION,)):
+            raise ValueError("a label must not start like a sealed record")
+        return self._mac.digest(label)
+
     # -- records --------------------------------------------------------------------
     def seal(self, record: Record) -> bytes:
         """The record's sealed bytes (what a store keeps as ``StoredRecord.data``)."""

@@ -229,7 +229,7 @@ class RunSession:
             loaded.problems = skipped
         for problem in loaded.problems:
             warnings.warn(problem, RuntimeWarning, stacklevel=2)
-        different_hashes = hashseed.mismatch(meta.extra)
+        different_hashes = hashseed.mismatch(meta.extra, env)
         if different_hashes is not None:
             warnings.warn(different_hashes, RuntimeWarning, stacklevel=2)
         manager = CheckpointManager(

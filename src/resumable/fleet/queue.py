@@ -6,6 +6,7 @@ can claim it; the worker side is in :mod:`resumable.fleet.worker`.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from resumable.config import Config
+from resumable.durability import hashseed
 from resumable.durability.checkpoints import CheckpointManager
 from resumable.durability.session import codec_for, new_run_id, owner_name, store_for
 from resumable.durability.state import RunState
@@ -83,7 +85,7 @@ async def queue_run(
 
     The run is created ``waiting`` (which no worker claims), given its ``run`` record
     under a lease, then made ``pending`` while that lease is still held, so a worker
-    never finds it half written.
+    never finds it half written. It records the store's hash seed, which workers start with.
     """
     kind, first = _first_record(path)
     settings = config.durability
@@ -96,6 +98,8 @@ async def queue_run(
         status="waiting",
         created_at=now,
         updated_at=now,
+        # the probe of the seed is asked of a fresh interpreter (once a process): not on the loop
+        extra=await asyncio.to_thread(hashseed.queued_fields, hashseed.store_seed(codec)),
     )
     await store.create_run(meta)
     lease = await store.acquire(meta.run_id, owner_name(), settings.lease_seconds)

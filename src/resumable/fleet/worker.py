@@ -7,7 +7,10 @@ notification connection). Each wake calls ``claim`` (``FOR UPDATE SKIP LOCKED``:
 ``pending``, or ``running`` with no live owner - orphaned by a dead worker or a killed ``resumable exec``), attaches to
 each claimed run under the lease it got, and drives the run in its own task while the
 session renews the lease. Fencing does the rest: a worker that was paused past its
-lease finds its next append refused and drops the run without releasing it.
+lease finds its next append refused and drops the run without releasing it. A worker
+hashes strings with its store's seed (the command starts itself again with it); a run
+recorded with another seed is driven in a child process started with that one
+(:mod:`resumable.fleet.handoff`), under the same lease.
 
 What ends a run's task, and what the worker does with the run:
 
@@ -33,7 +36,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from resumable.config import Config
-from resumable.durability import control
+from resumable.durability import control, hashseed
 from resumable.durability.checkpoints import StopRequested
 from resumable.durability.session import (
     RunOutcome,
@@ -43,6 +46,7 @@ from resumable.durability.session import (
     store_for,
 )
 from resumable.errors import FencedError, ResumableError, StoreError, UsageError
+from resumable.fleet.handoff import ChildRun
 from resumable.fleet.migrate import MIGRATING
 from resumable.fleet.queue import FleetStore, fleet_store, queue_run, submit
 from resumable.store.base import Lease, RunStatus
@@ -88,7 +92,11 @@ class Worker:
         poll_seconds: float = 0.25,
         owner: str | None = None,
         log: Log = _stderr_line,
+        hand_off: bool = True,
+        on_attached: Callable[[str], None] | None = None,
     ) -> None:
+        """``hand_off``: drive a run recorded with another hash seed in a child process started
+        with it (``handoff.py``), which passes False; ``on_attached(run_id)``: a run is owned."""
         if concurrency < 1:
             raise UsageError(f"--concurrency must be at least 1, not {concurrency}")
         self.store = store
@@ -99,6 +107,9 @@ class Worker:
         self.owner = owner or owner_name()
         self.ttl = config.durability.lease_seconds
         self._log_line = log
+        self.hand_off = hand_off
+        self.on_attached = on_attached
+        self._children: dict[str, ChildRun] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._sessions: dict[str, RunSession] = {}
         self._counts: Counter[str] = Counter()
@@ -111,12 +122,15 @@ class Worker:
         """Graceful: no new claims; each run stops after its current await and is released.
 
         Asked a second time, stop at once: the runs are cancelled mid-await (as a crash
-        would leave them) and released.
+        would leave them) and released. Child processes are passed each request.
         """
+        for child in self._children.values():
+            child.stop()
         if self._stopping:
             self._log("stopping now: cancelling the runs' current awaits")
-            for task in self._tasks.values():
-                task.cancel()
+            for run_id, task in self._tasks.items():
+                if run_id not in self._children:
+                    task.cancel()
             return
         self._stopping = True
         if self._tasks:
@@ -140,9 +154,13 @@ class Worker:
                 await watcher
         if self._tasks:
             await asyncio.gather(*self._tasks.values(), return_exceptions=True)
-        report = WorkerReport(self.owner, dict(self._counts))
+        report = self.report()
         self._log(f"{self.owner} stopped: {report.summary()}")
         return report
+
+    def report(self) -> WorkerReport:
+        """What this worker did so far (a child process sends its own to the worker)."""
+        return WorkerReport(self.owner, dict(self._counts))
 
     def _announced(self, run_id: str | None) -> None:
         """Wake for a run the store announced - unless it is one of ours, let go of by us
@@ -193,9 +211,12 @@ class Worker:
 
     # -- one run -----------------------------------------------------------------------------
     async def _drive(self, lease: Lease) -> None:
+        self._note("claimed", lease.run_id, f"lease epoch {lease.epoch}")
+        await self.drive_claimed(lease)
+
+    async def drive_claimed(self, lease: Lease) -> None:
         """Own one claimed run until it ends here, one way or another (never raises)."""
         run_id = lease.run_id
-        self._note("claimed", run_id, f"lease epoch {lease.epoch}")
         session: RunSession | None = None
         try:
             meta = await self.store.get_meta(run_id)
@@ -206,10 +227,16 @@ class Worker:
             if self._stopping:
                 await self.store.release(lease)
                 return
+            seed = hashseed.seed_to_apply(meta.extra, self.env) if self.hand_off else None
+            if seed is not None:  # its sets iterate in another order in this process
+                await self._drive_in_child(lease, seed)
+                return
             session = await RunSession.attach(
                 self.store, self.config, run_id, env=self.env, lease=lease
             )
             self._sessions[run_id] = session
+            if self.on_attached is not None:
+                self.on_attached(run_id)
             session.manager.stop_requested = self._stopping
             if meta.status == "pending":
                 self._log(f"started run {run_id} ({meta.program})")
@@ -245,6 +272,15 @@ class Worker:
         finally:
             if session is not None and self._sessions.get(run_id) is session:
                 del self._sessions[run_id]
+
+    async def _drive_in_child(self, lease: Lease, seed: int) -> None:
+        """Drive the run in a child process started with its seed; count what the child did."""
+        child = ChildRun(lease, seed, self.store, self.config, self.env, self._log)
+        self._children[lease.run_id] = child
+        try:
+            self._counts.update(await child.drive())
+        finally:
+            del self._children[lease.run_id]
 
     async def _settle(self, session: RunSession, outcome: RunOutcome) -> None:
         """Record how the run ended in its metadata (if the runner did not), then let it go."""

@@ -1,0 +1,194 @@
+"""A claimed run that hashes strings with another seed, driven by a child process started with it.
+
+Design note. ``PYTHONHASHSEED`` takes effect only when an interpreter starts, and a worker
+drives its runs in one process started with its store's seed (``durability/hashseed.py``). A
+run recorded with another seed (started before stores had one, with an explicit seed, or
+copied from another store) would iterate its sets in another order there, so the worker hands
+it to a child, ``python -m resumable.fleet.handoff``, started with the run's seed and given the
+worker's lease over a socket pair. The child attaches under that lease and drives the run with
+the worker's own code (handing nothing off again); fencing is unchanged, since it writes with
+the lease's epoch and owner. The worker renews the lease only until the child has attached and
+renews it itself, so a child that stalls loses the run as a stalled worker would.
+
+The socket ties the two together: a stop the worker is asked for is passed on (the first: stop
+after the current await; the second: at once); a worker that dies closes it, and the child then
+kills itself, so the run is left as a crash of the worker leaves it. The child writes to the
+worker's stdout and stderr, and reports what it did (the worker's events) before it exits.
+Rejected: a child that claims the run itself (another worker may take it between the release
+and the claim) and ``fork()`` (the interpreter's seed is already set).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import pickle
+import signal
+import socket
+import struct
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from resumable.config import Config
+from resumable.durability import hashseed
+from resumable.errors import FencedError, ResumableError, StoreError
+from resumable.fleet.queue import FleetStore, fleet_store
+from resumable.store.base import Lease
+
+_LENGTH = struct.Struct(">I")
+_STOP = b"stop\n"
+_ATTACHED = b"attached\n"
+_REPORT = b"report "
+
+
+@dataclass
+class ChildRun:
+    """The worker's side: start the child, keep the lease until it attached, relay stops."""
+
+    lease: Lease
+    seed: int
+    store: FleetStore
+    config: Config
+    env: Mapping[str, str]
+    log: Callable[[str], None]
+    _writer: asyncio.StreamWriter | None = field(default=None, init=False)
+    _stops: int = field(default=0, init=False)
+
+    def stop(self) -> None:
+        """Pass a stop request on (sent once the child is there to read it)."""
+        self._stops += 1
+        if self._writer is not None:
+            self._writer.write(_STOP)
+
+    async def drive(self) -> dict[str, int]:
+        """Run the child to its end; the events it noted (``ResumableError`` if it never said)."""
+        ours, theirs = socket.socketpair()
+        with ours:
+            try:
+                process = await asyncio.create_subprocess_exec(
+                    sys.executable,
+                    "-m",
+                    "resumable.fleet.handoff",
+                    str(theirs.fileno()),
+                    env={**self.env, hashseed.ENV: str(self.seed)},
+                    pass_fds=(theirs.fileno(),),
+                    stdin=asyncio.subprocess.DEVNULL,
+                    start_new_session=True,  # a Ctrl-C reaches the worker, which passes it on
+                )
+            finally:
+                theirs.close()
+            self.log(
+                f"run {self.lease.run_id} hashes strings with PYTHONHASHSEED={self.seed}: "
+                f"driving it in child process {process.pid}, started with that seed"
+            )
+            reader, self._writer = await asyncio.open_connection(sock=ours)
+            payload = pickle.dumps((self.lease, self.config))
+            self._writer.write(_LENGTH.pack(len(payload)) + payload + _STOP * self._stops)
+            attached = asyncio.Event()
+            renewing = asyncio.create_task(self._renew_until(attached))
+            try:
+                report = await _listen(reader, attached)
+                code = await process.wait()
+            finally:  # cancelled: closing the socket ends the child as the worker's death would
+                renewing.cancel()
+                self._writer.close()
+        if report is None:
+            raise ResumableError(
+                f"its child process {process.pid} ended (exit code {code}) before it reported"
+            )
+        return report
+
+    async def _renew_until(self, attached: asyncio.Event) -> None:
+        lease, ttl = self.lease, self.config.durability.lease_seconds
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(attached.wait(), ttl / 3)
+                return
+            try:
+                lease = await self.store.renew(lease, ttl)
+            except FencedError:
+                return  # taken over: the child's first write is refused
+            except StoreError:
+                continue
+
+
+async def _listen(reader: asyncio.StreamReader, attached: asyncio.Event) -> dict[str, int] | None:
+    """Read the child's messages until it closes the socket: its report, if it sent one."""
+    report = None
+    while line := await reader.readline():
+        if line == _ATTACHED:
+            attached.set()
+        elif line.startswith(_REPORT):
+            report = {str(k): int(v) for k, v in json.loads(line[len(_REPORT) :]).items()}
+    return report
+
+
+# -- the child ----------------------------------------------------------------------------------
+def main() -> None:
+    """``python -m resumable.fleet.handoff FD``: drive the run the worker sends over FD."""
+    link = socket.socket(fileno=int(sys.argv[1]))
+    (size,) = _LENGTH.unpack(_receive(link, _LENGTH.size))
+    lease, config = pickle.loads(_receive(link, size))  # from the worker that started us
+    sys.exit(asyncio.run(_drive_here(link, lease, config)))
+
+
+async def _drive_here(link: socket.socket, lease: Lease, config: Config) -> int:
+    from resumable.durability.session import store_for
+    from resumable.fleet.worker import Worker
+
+    store = fleet_store(store_for(config.durability, config), "worker")
+    async with store:
+        worker = Worker(
+            store,
+            config,
+            env=os.environ,
+            concurrency=1,
+            owner=lease.owner,
+            hand_off=False,
+            on_attached=lambda _run_id: link.sendall(_ATTACHED),
+        )
+        done = threading.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, worker.request_stop)
+        threading.Thread(
+            target=_follow, args=(link, loop, worker.request_stop, done), daemon=True
+        ).start()
+        await worker.drive_claimed(lease)
+        sys.stdout.flush()
+        done.set()
+        link.sendall(_REPORT + json.dumps(worker.report().counts).encode() + b"\n")
+    return 0
+
+
+def _follow(
+    link: socket.socket,
+    loop: asyncio.AbstractEventLoop,
+    stop: Callable[[], None],
+    done: threading.Event,
+) -> None:
+    """Pass the worker's stop requests on; if the worker is gone, die as it did (SIGKILL)."""
+    with contextlib.suppress(OSError):
+        for line in link.makefile("rb"):
+            if line == _STOP:
+                loop.call_soon_threadsafe(stop)
+    if not done.is_set():
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _receive(link: socket.socket, size: int) -> bytes:
+    data = bytearray()
+    while len(data) < size:
+        chunk = link.recv(size - len(data))
+        if not chunk:
+            sys.exit(1)  # the worker went away before it said what to drive
+        data += chunk
+    return bytes(data)
+
+
+if __name__ == "__main__":
+    main()
