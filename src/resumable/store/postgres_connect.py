@@ -18,7 +18,18 @@ import asyncpg
 from resumable.errors import ConfigError, StoreError, StoreUnavailableError
 from resumable.store.common import check_sync, split_url
 from resumable.store.postgres_schema import migrate
-from resumable.store.postgres_sql import APPEND_MANY, APPEND_ONE, CLAIM, PUT_META, RELEASE, RUNS
+from resumable.store.postgres_sql import (
+    APPEND_LOCKED,
+    APPEND_MANY,
+    APPEND_ONE,
+    APPEND_RECORD,
+    CLAIM,
+    LOCK_HEAD,
+    LOG_END,
+    PUT_META,
+    RELEASE,
+    RUNS,
+)
 
 SYNC_SETTINGS = {"fsync": "on", "flush": "off"}
 _SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
@@ -61,8 +72,12 @@ class PostgresConnection:
         self._sql = {
             name: sql.format(s=f'"{schema}"')
             for name, sql in {
+                "append_record": APPEND_RECORD,
                 "append_one": APPEND_ONE,
                 "append_many": APPEND_MANY,
+                "lock_head": LOCK_HEAD,
+                "log_end": LOG_END,
+                "append_locked": APPEND_LOCKED,
                 "claim": CLAIM,
                 "put_meta": PUT_META,
                 "release": RELEASE,
