@@ -140,7 +140,12 @@ class PostgresLog(PostgresConnection):
             usable = False
         if not usable:
             await self._drop_writer_connection()
-            self._writer_conn = await self._pool.acquire()
+            conn = await self._pool.acquire()
+            if conn.get_server_version() >= (12,):
+                # The group statement's plan does not depend on its arrays: planning it
+                # for each group's values (PostgreSQL's choice for it) costs more than it runs.
+                await conn.execute("SET plan_cache_mode = force_generic_plan")
+            self._writer_conn = conn
         return self._writer_conn
 
     async def _drop_writer_connection(self) -> None:
