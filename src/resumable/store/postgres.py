@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import replace
-from types import TracebackType
 from typing import Any, Self
 
 from resumable.errors import StoreError
 from resumable.store.base import RunMeta, RunSummary
 from resumable.store.common import (
+    ClosedOnExit,
     already_exists,
     check_run_id,
     check_status,
@@ -52,7 +52,7 @@ from resumable.store.postgres_sql import RUN_COLUMNS
 __all__ = ["SCHEMA_VERSION", "SYNC_SETTINGS", "PostgresStore"]
 
 
-class PostgresStore(PostgresLog, PostgresSnapshots, PostgresOwnership):
+class PostgresStore(PostgresLog, PostgresSnapshots, PostgresOwnership, ClosedOnExit):
     """Runs in PostgreSQL tables under one schema; appends group-committed."""
 
     @classmethod
@@ -74,12 +74,7 @@ class PostgresStore(PostgresLog, PostgresSnapshots, PostgresOwnership):
         self._writer.start()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def aclose(self) -> None:
         await self._close_log()
         if self._pool is not None:
             await self._pool.close()
