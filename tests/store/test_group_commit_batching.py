@@ -33,4 +33,6 @@ def test_many_runs_appending_at_once_keep_sharing_commits() -> None:
 
     asyncio.run(main())
     assert sum(groups) == RUNS * APPENDS  # every append committed once
-    assert len(groups) <= 2 * APPENDS  # one alone, then all the others together, per wave
+    # The first append alone, the other runs' first appends together, then every run's
+    # next append in one commit: an append released by a commit never goes alone.
+    assert groups == [1, RUNS - 1] + [RUNS] * (APPENDS - 1)

@@ -125,6 +125,7 @@ async def test_postgres_schema_3_carries_the_marks_of_runs_written_under_schema_
     conn = await asyncpg.connect(postgres_url)
     try:  # back to schema 2, as an older resumable left it
         await conn.execute(f'DROP TABLE "{schema}".heads')
+        await conn.execute(f'DROP FUNCTION "{schema}".fence_appends CASCADE')
         await conn.execute(f'UPDATE "{schema}".resumable_schema_version SET version = 2')
     finally:
         await conn.close()

@@ -15,7 +15,7 @@ cannot write after another took over.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from types import TracebackType
 from typing import Any, Literal, Protocol, Self, runtime_checkable
 
@@ -85,18 +85,8 @@ class RunMeta:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "program": self.program,
-            "kind": self.kind,
-            "status": self.status,
-            "created_at": self.created_at,
-            "updated_at": self.updated_at,
-            "epoch": self.epoch,
-            "owner": self.owner,
-            "parent": self.parent,
-            "extra": self.extra,
-        }
+        """Every field by its name (``extra`` copied), as :meth:`from_json` reads it back."""
+        return asdict(self)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RunMeta:

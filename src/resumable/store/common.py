@@ -1,4 +1,4 @@
-"""What the database stores share: argument checks, the meta column, and their errors.
+"""What the stores share: argument checks, the meta column, their errors, and closing.
 
 The SQLite, PostgreSQL and Redis stores refuse the same things in the same words, so
 a user reads one message whichever backend runs; they are built here once.
@@ -11,6 +11,7 @@ import os
 import re
 import socket
 from collections.abc import Iterable
+from types import TracebackType
 from typing import Any
 from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -25,6 +26,22 @@ from resumable.errors import (
 from resumable.store.base import STATUSES, Lease, RunMeta, RunSummary
 
 SYNC_MODES = ("fsync", "flush")
+
+
+class ClosedOnExit:
+    """Leaving ``async with store`` closes the store, however the block ended."""
+
+    async def aclose(self) -> None:
+        """Give back what the open store holds (connections, threads, locks); again: nothing."""
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
 
 RUN_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,199}")
 """The one run-id rule of every store and command: a name that is also a safe file name."""

@@ -34,11 +34,11 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Literal, Self, TypeVar
 
 from resumable.errors import ConfigError, StoreError, StoreUnavailableError, UsageError
 from resumable.store.base import Lease, ReadResult, RunMeta, RunSummary, StoredRecord, check_seqs
+from resumable.store.common import ClosedOnExit
 from resumable.store.filesystem_folders import RunFolders
 from resumable.store.filesystem_owner import OwnedRun, busy_error
 from resumable.store.heads import write_head
@@ -55,7 +55,7 @@ __all__ = ["HEADER_BYTES", "FileStore", "encode_frames", "scan_frames"]
 _T = TypeVar("_T")
 
 
-class FileStore(RunFolders):
+class FileStore(RunFolders, ClosedOnExit):
     """Runs as folders on a local filesystem; ownership through ``flock``."""
 
     def __init__(self, root: Path | str, *, sync: Literal["fsync", "flush"] = "fsync") -> None:
@@ -83,12 +83,7 @@ class FileStore(RunFolders):
         await self._io(self._ensure_root)
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def aclose(self) -> None:
         owned, self._owned = list(self._owned.values()), {}
         for handle in owned:
             self._drop(handle)

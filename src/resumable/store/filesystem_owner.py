@@ -51,31 +51,34 @@ class OwnedRun:
 
 def try_lock(path: Path) -> int | None:
     """An fd holding the run's lock, or None if a live owner holds it."""
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return None
+    fd, _ = _flock(path, os.O_RDWR, fcntl.LOCK_EX)
     return fd
 
 
 def is_locked(path: Path) -> bool:
     """Whether a live owner holds the run (probed without keeping the lock)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
+    fd, held = _flock(path, os.O_RDONLY, fcntl.LOCK_SH)
+    if fd is not None:
         os.close(fd)
-    return False
+    return held
+
+
+def _flock(path: Path, mode: int, lock: int) -> tuple[int | None, bool]:
+    """Take ``lock`` on the run's lock file without waiting.
+
+    Returns the fd holding it (None if there is no file or another process holds it)
+    and whether another process holds it.
+    """
+    try:
+        fd = os.open(path, mode | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None, False
+    try:
+        fcntl.flock(fd, lock | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None, True
+    return fd, False
 
 
 def busy_error(run_id: str) -> RunBusyError:

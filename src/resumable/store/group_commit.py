@@ -63,6 +63,8 @@ class GroupCommit:
         self._task: asyncio.Task[None] | None = None
         self._writing = asyncio.Lock()
         """Held by whoever commits: the writer task, or an append committed directly."""
+        self._batch_waiting = False
+        """The writer task took a batch and waits for the lock: a direct append would wait too."""
 
     @property
     def running(self) -> bool:
@@ -86,18 +88,21 @@ class GroupCommit:
         without the hop to the writer task: a single run pays one round trip, no more.
         """
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        item = PendingAppend(run_id, list(records), lease, done)
         alone = not (self._queue_behind_direct and self._direct)
-        if self._task is not None and not self._writing.locked() and self._queue.empty() and alone:
-            self._direct += 1
-            try:
-                async with self._writing:
-                    await self._commit_group([item])
-            finally:
-                self._direct -= 1
-        else:
-            self._queue.put_nowait(item)
-        await done
+        busy = self._writing.locked() or self._batch_waiting or not self._queue.empty()
+        if self._task is None or busy or not alone:
+            self._queue.put_nowait(PendingAppend(run_id, list(records), lease, done))
+            await done
+            return
+        item = PendingAppend(run_id, records, lease, done)  # committed before the caller goes on
+        self._direct += 1
+        try:
+            async with self._writing:
+                (outcome,) = await self._commit([item])
+        finally:
+            self._direct -= 1
+        if outcome is not None:
+            raise outcome
 
     async def _loop(self) -> None:
         while True:
@@ -111,9 +116,15 @@ class GroupCommit:
                     stopping = True
                     break
                 batch.append(item)
+            self._batch_waiting = True
             async with self._writing:
+                self._batch_waiting = False
                 for group in _rounds(batch) if self._one_per_run else [batch]:
                     await self._commit_group(group)
+                # One turn of the loop still holding the writer: the appends just released
+                # append again into the queue, instead of the first taking the direct path
+                # and the others waiting behind its round trip.
+                await asyncio.sleep(0)
             if stopping:
                 return
 

@@ -18,7 +18,18 @@ import asyncpg
 from resumable.errors import ConfigError, StoreError, StoreUnavailableError
 from resumable.store.common import check_sync, split_url
 from resumable.store.postgres_schema import migrate
-from resumable.store.postgres_sql import APPEND_MANY, APPEND_ONE, CLAIM, PUT_META, RELEASE, RUNS
+from resumable.store.postgres_sql import (
+    APPEND_LOCKED,
+    APPEND_MANY,
+    APPEND_ONE,
+    APPEND_RECORD,
+    CLAIM,
+    LOCK_HEAD,
+    LOG_END,
+    PUT_META,
+    RELEASE,
+    RUNS,
+)
 
 SYNC_SETTINGS = {"fsync": "on", "flush": "off"}
 _SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
@@ -61,8 +72,12 @@ class PostgresConnection:
         self._sql = {
             name: sql.format(s=f'"{schema}"')
             for name, sql in {
+                "append_record": APPEND_RECORD,
                 "append_one": APPEND_ONE,
                 "append_many": APPEND_MANY,
+                "lock_head": LOCK_HEAD,
+                "log_end": LOG_END,
+                "append_locked": APPEND_LOCKED,
                 "claim": CLAIM,
                 "put_meta": PUT_META,
                 "release": RELEASE,
@@ -88,30 +103,24 @@ class PostgresConnection:
                 },
             )
         except asyncpg.InvalidCatalogNameError as err:
-            raise StoreUnavailableError(
+            raise self._unavailable(
                 f"PostgreSQL at {where} has no database {self.database!r}; create it "
                 f"(createdb {self.database}) or fix the store URL",
-                host=self.host,
-                port=self.port,
                 database=self.database,
             ) from err
         except (
             asyncpg.InvalidPasswordError,
             asyncpg.InvalidAuthorizationSpecificationError,
         ) as err:
-            raise StoreUnavailableError(
+            raise self._unavailable(
                 f"PostgreSQL at {where} refused user {self.user!r} on database "
                 f"{self.database!r} ({err}); check the user and password of the store URL",
-                host=self.host,
-                port=self.port,
                 user=self.user,
             ) from err
         except (OSError, TimeoutError) as err:
-            raise StoreUnavailableError(
+            raise self._unavailable(
                 f"cannot connect to PostgreSQL at {where} ({err or type(err).__name__}); "
                 "is PostgreSQL running?",
-                host=self.host,
-                port=self.port,
             ) from err
         except ValueError as err:  # the driver's own reading of the URL
             raise ConfigError(
@@ -119,10 +128,8 @@ class PostgresConnection:
                 key="durability.url",
             ) from err
         except (asyncpg.PostgresError, asyncpg.InterfaceError) as err:
-            raise StoreUnavailableError(
+            raise self._unavailable(
                 f"PostgreSQL at {where} refused the connection: {err}",
-                host=self.host,
-                port=self.port,
             ) from err
 
     async def _migrate(self, conn: Any) -> None:
@@ -145,13 +152,15 @@ class PostgresConnection:
         except DRIVER_ERRORS as err:
             raise self._failure(err, doing) from err
 
+    def _unavailable(self, message: str, **fields: object) -> StoreUnavailableError:
+        """The server cannot be used: the message says why, the fields say which server."""
+        return StoreUnavailableError(message, host=self.host, port=self.port, **fields)
+
     def _failure(self, err: BaseException, doing: str) -> StoreError:
         if isinstance(err, OSError | TimeoutError | asyncpg.PostgresConnectionError):
-            return StoreUnavailableError(
+            return self._unavailable(
                 f"lost PostgreSQL at {self.host}:{self.port} while {doing}: {err}; "
                 "is PostgreSQL running?",
-                host=self.host,
-                port=self.port,
             )
         return StoreError(f"PostgreSQL store {self.url}: {doing} failed: {err}")
 

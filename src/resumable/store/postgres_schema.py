@@ -13,7 +13,7 @@ import asyncpg
 
 from resumable.errors import SchemaVersionError, StoreUnavailableError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # Migrations by the version they lead to; {s} is the quoted schema.
 MIGRATIONS = {
@@ -77,6 +77,26 @@ MIGRATIONS = {
     SELECT r.run_id, greatest(r.seq_floor, coalesce(max(x.seq), 0))
     FROM {s}.runs AS r LEFT JOIN {s}.records AS x ON x.run_id = r.run_id
     GROUP BY r.run_id, r.seq_floor;
+    """,
+    # Version 4 moves the append's fence onto the run's head: ``heads.epoch`` is the
+    # run's epoch, set by a trigger in the transaction of every acquire or claim that
+    # bumps ``runs.epoch`` (an older resumable's too), so an append is one conditional
+    # update of the head plus its insert, with no lock on ``runs`` and no read of the log.
+    4: """
+    ALTER TABLE {s}.heads ADD COLUMN epoch bigint NOT NULL DEFAULT 0;
+    INSERT INTO {s}.heads (run_id, last_seq)
+    SELECT r.run_id, greatest(r.seq_floor, coalesce(max(x.seq), 0))
+    FROM {s}.runs AS r LEFT JOIN {s}.records AS x ON x.run_id = r.run_id
+    GROUP BY r.run_id, r.seq_floor
+    ON CONFLICT (run_id) DO NOTHING;
+    UPDATE {s}.heads AS h SET epoch = r.epoch FROM {s}.runs AS r WHERE r.run_id = h.run_id;
+    CREATE FUNCTION {s}.fence_appends() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        UPDATE {s}.heads SET epoch = NEW.epoch WHERE run_id = NEW.run_id;
+        RETURN NULL;
+    END $$;
+    CREATE TRIGGER fence_appends AFTER UPDATE OF epoch ON {s}.runs FOR EACH ROW
+        WHEN (NEW.epoch IS DISTINCT FROM OLD.epoch) EXECUTE FUNCTION {s}.fence_appends();
     """,
 }
 

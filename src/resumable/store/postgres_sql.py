@@ -1,4 +1,4 @@
-"""The PostgreSQL store's statements: reading runs, the fenced append, claiming.
+"""The PostgreSQL store's statements: reading runs, the append fenced at the head, claiming.
 
 {s} in each is the quoted schema, filled in once when the store is made.
 """
@@ -21,59 +21,76 @@ RUNS = """{s}.runs AS r LEFT JOIN LATERAL (
     SELECT seq, written_at FROM {s}.records WHERE run_id = r.run_id ORDER BY seq DESC LIMIT 1
 ) AS latest ON true"""
 
-# An append's fence: the run's row at the lease's epoch, share-locked so that an
-# acquire in progress is waited for and its new epoch seen; then its first seq must
-# follow the last one of the log (not the high-water mark: after a loss the user
-# accepted, the run goes on from what is left). Only the run's head is updated.
+# An append's fence is the run's head: one conditional update of its ``heads`` row,
+# where the epoch is the lease's (kept equal to ``runs.epoch`` by the trigger of
+# schema 4) and the last seq is the one before the append's first. The records are
+# inserted only if it matched, so the fence, the insert and the new mark commit
+# together; an acquire or claim of the run updates the same row, so the two are
+# serialised and an append whose epoch went stale before it committed matches nothing.
+# One record with plain parameters ($3 its seq, $4 its epoch, $5 its bytes):
+APPEND_RECORD = """
+WITH head AS (
+    UPDATE {s}.heads SET last_seq = $3 WHERE run_id = $1 AND epoch = $2 AND last_seq = $3 - 1
+    RETURNING run_id
+)
+INSERT INTO {s}.records (run_id, seq, epoch, data) SELECT run_id, $3, $4, $5 FROM head
+"""
+
 APPEND_ONE = """
-WITH fenced AS (
-    SELECT run_id, seq_floor FROM {s}.runs WHERE run_id = $1 AND epoch = $2 FOR SHARE
-), accepted AS (
-    SELECT run_id FROM fenced
-    WHERE greatest(seq_floor, (SELECT max(seq) FROM {s}.records WHERE run_id = $1)) < $3
-), head AS (
-    UPDATE {s}.heads AS h SET last_seq = $7 FROM accepted AS a WHERE h.run_id = a.run_id
+WITH head AS (
+    UPDATE {s}.heads SET last_seq = $7 WHERE run_id = $1 AND epoch = $2 AND last_seq = $3 - 1
+    RETURNING run_id
 )
 INSERT INTO {s}.records (run_id, seq, epoch, data)
-SELECT a.run_id, n.seq, n.epoch, n.data
-FROM accepted AS a, unnest($4::bigint[], $5::bigint[], $6::bytea[]) AS n(seq, epoch, data)
-RETURNING 1
+SELECT h.run_id, n.seq, n.epoch, n.data
+FROM head AS h, unnest($4::bigint[], $5::bigint[], $6::bytea[]) AS n(seq, epoch, data)
 """
 
 APPEND_MANY = """
 WITH items AS (
     SELECT * FROM unnest($1::int[], $2::text[], $3::bigint[], $4::bigint[], $10::bigint[])
         AS i(item, run_id, epoch, first_seq, last_seq)
-), fenced AS (
-    SELECT i.item, r.run_id, r.seq_floor, i.first_seq
-    FROM {s}.runs AS r JOIN items AS i ON i.run_id = r.run_id AND i.epoch = r.epoch
-    ORDER BY r.run_id FOR SHARE OF r
 ), accepted AS (
-    SELECT f.item FROM fenced AS f
-    WHERE greatest(
-        f.seq_floor, (SELECT max(seq) FROM {s}.records AS x WHERE x.run_id = f.run_id)
-    ) < f.first_seq
+    UPDATE {s}.heads AS h SET last_seq = i.last_seq FROM items AS i
+    WHERE h.run_id = i.run_id AND h.epoch = i.epoch AND h.last_seq = i.first_seq - 1
+    RETURNING i.item
 ), written AS (
     INSERT INTO {s}.records (run_id, seq, epoch, data)
     SELECT n.run_id, n.seq, n.epoch, n.data
     FROM unnest($5::int[], $6::text[], $7::bigint[], $8::bigint[], $9::bytea[])
         AS n(item, run_id, seq, epoch, data)
     JOIN accepted AS a ON a.item = n.item
-), head AS (
-    UPDATE {s}.heads AS h SET last_seq = i.last_seq
-    FROM accepted AS a JOIN items AS i ON i.item = a.item
-    WHERE h.run_id = i.run_id
 )
 SELECT item FROM accepted
 """
 
+# An append the head refused is looked at again with the head locked (nothing else
+# appends to the run or takes it meanwhile): the epoch, then, in a statement of its
+# own so that it sees what committed while the lock was awaited, the log's own last
+# seq (not the mark: after a loss the user accepted, the run goes on from what is
+# left, and the mark moves back with it). A later first seq is written after all.
+LOCK_HEAD = "SELECT epoch FROM {s}.heads WHERE run_id = $1 FOR UPDATE"
+LOG_END = """
+SELECT greatest(seq_floor, (SELECT max(seq) FROM {s}.records WHERE run_id = $1))
+FROM {s}.runs WHERE run_id = $1
+"""
+APPEND_LOCKED = """
+WITH head AS (UPDATE {s}.heads SET last_seq = $5 WHERE run_id = $1 RETURNING run_id)
+INSERT INTO {s}.records (run_id, seq, epoch, data)
+SELECT h.run_id, n.seq, n.epoch, n.data
+FROM head AS h, unnest($2::bigint[], $3::bigint[], $4::bytea[]) AS n(seq, epoch, data)
+"""
+
+# Claiming takes the run's head too (the epoch trigger updates it), skipping a run whose
+# head an append holds: claims never wait on appends, so no two lock orders meet.
 CLAIM = """
 WITH candidates AS (
-    SELECT run_id FROM {s}.runs
-    WHERE status IN ('pending', 'running') AND (owner IS NULL OR lease_expires_at < now())
-    ORDER BY created_at, run_id
+    SELECT r.run_id FROM {s}.runs AS r JOIN {s}.heads AS h ON h.run_id = r.run_id
+    WHERE r.status IN ('pending', 'running')
+        AND (r.owner IS NULL OR r.lease_expires_at < now())
+    ORDER BY r.created_at, r.run_id
     LIMIT $3
-    FOR UPDATE SKIP LOCKED
+    FOR UPDATE OF r, h SKIP LOCKED
 )
 UPDATE {s}.runs AS r
 SET epoch = r.epoch + 1, owner = $1, lease_expires_at = now() + make_interval(secs => $2)

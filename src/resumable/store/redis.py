@@ -30,14 +30,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from resumable.errors import StoreError
-from resumable.store.base import (
-    Lease,
-    ReadResult,
-    RunMeta,
-    RunSummary,
-    StoredRecord,
-    check_seqs,
-)
+from resumable.store.base import Lease, ReadResult, RunMeta, RunSummary, StoredRecord, check_seqs
 from resumable.store.common import (
     already_exists,
     blob_missing,

@@ -11,7 +11,6 @@ the connection logs once what the server does guarantee.
 from __future__ import annotations
 
 import logging
-from types import TracebackType
 from typing import Any, Self
 from urllib.parse import urlunsplit
 
@@ -19,13 +18,13 @@ import redis.asyncio as aioredis
 from redis.exceptions import AuthenticationError, RedisError, ResponseError
 
 from resumable.errors import ConfigError, StoreError, StoreUnavailableError
-from resumable.store.common import check_sync, split_url, take_option
+from resumable.store.common import ClosedOnExit, check_sync, split_url, take_option
 from resumable.store.redis_scripts import SCRIPTS
 
 log = logging.getLogger(__name__)
 
 
-class RedisConnection:
+class RedisConnection(ClosedOnExit):
     """One Redis server under a key prefix: scripts and commands, failures as store errors."""
 
     def __init__(
@@ -116,12 +115,7 @@ class RedisConnection:
             return False
         return True
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def aclose(self) -> None:
         if self._client is not None:
             await self._client.aclose()
             self._client = None

@@ -35,7 +35,6 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Self
 from urllib.parse import unquote, urlsplit
 
@@ -44,15 +43,9 @@ from resumable.errors import (
     ResumableError,
     StoreError,
 )
-from resumable.store.base import (
-    Lease,
-    ReadResult,
-    RunMeta,
-    RunSummary,
-    StoredRecord,
-    check_seqs,
-)
+from resumable.store.base import Lease, ReadResult, RunMeta, RunSummary, StoredRecord, check_seqs
 from resumable.store.common import (
+    ClosedOnExit,
     already_exists,
     check_fence,
     check_run_id,
@@ -70,7 +63,7 @@ from resumable.store.sqlite_connection import RUN_COLUMNS
 from resumable.store.sqlite_leases import SQLiteLeases
 
 
-class SQLiteStore(SQLiteBlobs, SQLiteLeases):
+class SQLiteStore(SQLiteBlobs, SQLiteLeases, ClosedOnExit):
     """Runs in one SQLite file (WAL), written from one dedicated thread."""
 
     def __init__(
@@ -121,12 +114,7 @@ class SQLiteStore(SQLiteBlobs, SQLiteLeases):
         self._writer.start()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def aclose(self) -> None:
         await self._writer.stop()
         if self._executor is not None:
             with contextlib.suppress(StoreError):
