@@ -73,6 +73,9 @@ class Fleet:
             poll_seconds=poll,
             owner=f"bench-{secrets.token_hex(2)}",
             log=self._line,
+            # In process, not started again with the store's hash seed as `resumable worker`
+            # is: drive the runs here rather than in a child process each.
+            hand_off=False,
         )
 
     def _line(self, text: str) -> None:
