@@ -25,23 +25,31 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import os
 import signal
 import sys
 import time
-import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import msgpack
 
+from resumable.durability.checkpoint_hooks import CheckpointHooks, CheckpointInfo, load_hook
 from resumable.durability.records import Record, RecordCodec
 from resumable.durability.state import RunState
 from resumable.errors import ConfigError
 from resumable.exec.output import output_mark, release_program_output
 from resumable.store.base import CheckpointStore, Lease, StoredRecord
+
+__all__ = [
+    "CheckpointInfo",
+    "CheckpointManager",
+    "CheckpointPolicy",
+    "StopRequested",
+    "crash_after_from_env",
+    "load_hook",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,17 +62,6 @@ class CheckpointPolicy:
     keep: int = 3
     before_checkpoint: str = ""
     after_checkpoint: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class CheckpointInfo:
-    """What a ``before_checkpoint``/``after_checkpoint`` hook is told."""
-
-    run_id: str
-    seq: int
-    kind: str
-    frame: str
-    records: int
 
 
 class StopRequested(BaseException):
@@ -82,24 +79,6 @@ class StopRequested(BaseException):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (StopRequested, (self.run_id, self.seq, self.cancelled))
-
-
-def load_hook(spec: str, key: str) -> Callable[[CheckpointInfo], Any] | None:
-    """Resolve ``package.module:function``; a bad spec is a ConfigError naming the key."""
-    if not spec:
-        return None
-    module_name, _, attr = spec.partition(":")
-    try:
-        hook = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError, ValueError) as exc:
-        raise ConfigError(
-            f'[durability] {key} = "{spec}" cannot be loaded ({exc}); '
-            'use "package.module:function"',
-            key=f"durability.{key}",
-        ) from exc
-    if not callable(hook):
-        raise ConfigError(f'[durability] {key} = "{spec}" is not callable', key=f"durability.{key}")
-    return hook  # type: ignore[no-any-return]
 
 
 def crash_after_from_env(env: Mapping[str, str]) -> int | None:
@@ -149,9 +128,7 @@ class CheckpointManager:
         self._buffer_since = 0.0
         self._since_snapshot = 0
         self._blobs: dict[str, bytes] = {}
-        self._before = load_hook(self.policy.before_checkpoint, "before_checkpoint")
-        self._after = load_hook(self.policy.after_checkpoint, "after_checkpoint")
-        self._hook_warned: set[str] = set()
+        self._hooks = CheckpointHooks(self.policy.before_checkpoint, self.policy.after_checkpoint)
         self._deferred_blobs: dict[str, bytes] = {}
         self._deferred = False
         self._writing: asyncio.Future[None] | None = None
@@ -263,11 +240,7 @@ class CheckpointManager:
         if self._deferred_blobs:
             blobs, self._deferred_blobs = self._deferred_blobs, {}
             await self.put_blobs(blobs)
-        info = None
-        if self._before is not None or self._after is not None:
-            last = records[-1]
-            info = CheckpointInfo(self.run_id, last.seq, last.kind, last.frame, len(records))
-            self._call_hook("before_checkpoint", self._before, info)
+        info = self._hooks.before(self.run_id, records)
         await self.store.append(self.run_id, batch, self.lease)
         if mark is not None:
             release_program_output(mark[1])
@@ -278,27 +251,10 @@ class CheckpointManager:
         self.written += len(batch)
         self._durable_seq = records[-1].seq
         self._since_snapshot += len(batch)
-        if info is not None:
-            self._call_hook("after_checkpoint", self._after, info)
+        self._hooks.after(info)
         if self.crash_after is not None and self.written >= self.crash_after:
             _crash_now()
         return records[-1].kind
-
-    def _call_hook(
-        self, name: str, hook: Callable[[CheckpointInfo], Any] | None, info: CheckpointInfo
-    ) -> None:
-        if hook is None:
-            return
-        try:
-            hook(info)
-        except Exception as exc:  # a failing hook never fails the checkpoint
-            if name not in self._hook_warned:
-                self._hook_warned.add(name)
-                warnings.warn(
-                    f"{name} hook failed and was ignored: {type(exc).__name__}: {exc}",
-                    RuntimeWarning,
-                    stacklevel=2,
-                )
 
     # -- blobs ------------------------------------------------------------------------------
     async def put_blobs(self, blobs: Mapping[str, bytes]) -> None:

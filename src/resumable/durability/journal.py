@@ -32,7 +32,7 @@ from collections.abc import (
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from resumable.durability.divergence import never_reached, site_changed, site_missed
-from resumable.durability.fast_forward import FastForward, program_method
+from resumable.durability.fast_forward import journaled_iterator
 from resumable.durability.foreign import is_foreign
 from resumable.durability.generations import Generations
 from resumable.durability.keys import in_flight
@@ -50,7 +50,7 @@ from resumable.durability.tasks import (
     set_cursor,
 )
 from resumable.errors import CodeError
-from resumable.exec.hooks import DirectHook, HookBase, is_program_generator
+from resumable.exec.hooks import HookBase
 from resumable.exec.streaming import Statement
 
 if TYPE_CHECKING:
@@ -58,9 +58,6 @@ if TYPE_CHECKING:
     from resumable.durability.snapshot import Snapshotter
 
 T = TypeVar("T")
-
-
-_DIRECT = DirectHook()
 
 
 class FrameRecorder(HookBase):
@@ -262,16 +259,7 @@ class FrameRecorder(HookBase):
         return entry is not None and entry.outcome != "x"
 
     def aiter(self, site: str, iterable: AsyncIterable[T]) -> AsyncIterator[T]:
-        proxy = _DIRECT.aiter(site, iterable)
-        iterator = proxy._iterator  # type: ignore[attr-defined]
-        if is_program_generator(iterator):
-            # Program code: replay drives it for real, so it stands where it stood (its
-            # own foreign awaits are journaled where they are).
-            return proxy
-        proxy._hook = self  # type: ignore[attr-defined]
-        if program_method(iterator, "__anext__"):
-            return proxy  # each step's awaitable is judged as any other await
-        return FastForward(self, proxy, iterator)
+        return journaled_iterator(self, site, iterable)
 
     def await_(self, site: str, awaitable: Awaitable[T]) -> Awaitable[T]:
         cursor = current_cursor()
