@@ -9,9 +9,11 @@ program's stdout/stderr are flushed, so what a record says was printed was print
 Policy: with ``every = 1`` (the default) an await is not finished until its record
 is durable - except the await a statement ends with (``r = await tool(x)``), whose record
 is made durable together with the statement's boundary record: nothing of the program
-runs in between, so one fsync covers both. With ``every = N`` await records are buffered and made durable N at a
-time (or after ``interval_seconds``, or before any other record): the awaits of an
-unflushed batch run again after a crash. ``RESUMABLE_CRASH_AFTER=N`` kills the
+runs in between, so one fsync covers both. That fsync may run on while the next statement
+starts; the first barrier (:meth:`CheckpointManager.settle`) waits for it. With ``every =
+N`` await records are buffered and made durable N at a time (or after
+``interval_seconds``, or before any other record): the awaits of an unflushed batch run
+again after a crash. ``RESUMABLE_CRASH_AFTER=N`` kills the
 process with SIGKILL right after its N-th record is durable (tests and demos); an await
 record it lands on is not held for its statement's boundary record, so the kill comes
 exactly there.
@@ -38,9 +40,15 @@ import msgpack
 from resumable.durability.checkpoint_hooks import CheckpointHooks, CheckpointInfo, load_hook
 from resumable.durability.records import Record, RecordCodec
 from resumable.durability.state import RunState
-from resumable.errors import ConfigError
+from resumable.errors import ConfigError, StoreError
 from resumable.exec.output import output_mark, release_program_output
-from resumable.store.base import CheckpointStore, Lease, StoredRecord
+from resumable.store.base import (
+    AppendInProgress,
+    BeginsAppends,
+    CheckpointStore,
+    Lease,
+    StoredRecord,
+)
 
 __all__ = [
     "CheckpointInfo",
@@ -62,6 +70,16 @@ class CheckpointPolicy:
     keep: int = 3
     before_checkpoint: str = ""
     after_checkpoint: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class _Syncing:
+    """A boundary batch written to the store, its fsync running; what settle() finishes."""
+
+    append: AppendInProgress
+    records: list[Record]
+    mark: tuple[int, int] | None
+    info: CheckpointInfo | None
 
 
 class StopRequested(BaseException):
@@ -135,6 +153,10 @@ class CheckpointManager:
         """The append in progress: concurrent tasks of a statement write records, one
         append at a time, in seq order; whoever waits for it is woken when it lands."""
         self._durable_seq = state.seq
+        self._begin = store.begin_append if isinstance(store, BeginsAppends) else None
+        self._syncing: _Syncing | None = None
+        """The boundary batch whose fsync runs while the program goes on (see settle)."""
+        self._sync_error: StoreError | None = None
 
     # -- writing records --------------------------------------------------------------
     def _make(self, kind: str, frame: str, body: dict[str, Any]) -> Record:
@@ -154,6 +176,18 @@ class CheckpointManager:
         await self._flush()
         return self._seq
 
+    async def write_boundary(self, frame: str, body: dict[str, Any]) -> int:
+        """Append a statement's boundary record; its fsync may still run when this returns.
+
+        Then the next statement starts (its compilation, its program code) while the disk
+        commits, and :meth:`settle` waits for the fsync at the first barrier. A batch that
+        covers held program output, or that ``RESUMABLE_CRASH_AFTER`` lands on, is made
+        durable before this returns, as any other.
+        """
+        self._buffer.append(self._make("stmt", frame, body))
+        await self._flush(background=True)
+        return self._seq
+
     async def write_await(
         self, frame: str, body: dict[str, Any], *, ends_statement: bool = False
     ) -> None:
@@ -164,6 +198,7 @@ class CheckpointManager:
         is then held and made durable together with the statement's boundary record -
         or with whatever record comes first - in one append.
         """
+        self.settle()  # so that ``written`` counts every record before this one
         stored = self._make("await", frame, body)
         self._buffer.append(stored)
         policy = self.policy
@@ -194,15 +229,40 @@ class CheckpointManager:
 
     @property
     def deferred(self) -> bool:
-        """True while the record of a synchronous call waits for the next flush."""
-        return self._deferred
+        """True while a record is not durable yet: the record of a synchronous call waits
+        for the next flush, or a boundary's fsync runs. :meth:`flush` before an effect."""
+        return self._deferred or self._syncing is not None or self._sync_error is not None
 
     async def flush(self) -> None:
-        """Make every buffered record durable."""
+        """Make every buffered record durable (and the boundary whose fsync runs)."""
+        self.settle()
         if self._buffer:
             await self._flush()
 
-    async def _flush(self) -> None:
+    def settle(self) -> None:
+        """The barrier: block until the boundary batch whose fsync runs is durable.
+
+        Called before anything outside the process can see the run go on: a foreign await
+        or a step starting, any other append, a snapshot, the run's end. It blocks the
+        loop's thread and never yields: a yield would let other tasks run program code
+        first, and interleave them otherwise than plain Python does. A failed fsync is
+        raised here and at every later write: the barrier may sit in program code, whose
+        ``except Exception:`` must not let the run go on with a record that is not durable.
+        """
+        if self._sync_error is not None:
+            raise self._sync_error
+        syncing = self._syncing
+        if syncing is None:
+            return
+        self._syncing = None
+        try:
+            syncing.append.wait()
+        except StoreError as exc:
+            self._sync_error = exc
+            raise
+        self._durable(syncing.records, syncing.mark, syncing.info)
+
+    async def _flush(self, *, background: bool = False) -> None:
         """Make the buffer durable, or wait for the append in progress that carries it.
 
         Group commit: records buffered while an append runs go out together in the next
@@ -216,10 +276,12 @@ class CheckpointManager:
             if self._durable_seq >= want:
                 return
         if not self._buffer:
-            return  # taken by an append whose writer got its error
+            # taken by a boundary whose fsync runs, or by an append whose writer got its error
+            self.settle()
+            return
         writing = self._writing = asyncio.get_running_loop().create_future()
         try:
-            last = await self._append_buffer()
+            last = await self._append_buffer(background)
         finally:
             self._writing = None
             writing.set_result(None)
@@ -228,7 +290,8 @@ class CheckpointManager:
             # copy its whole (growing) journal again each time.
             await self.snapshot()
 
-    async def _append_buffer(self) -> str:
+    async def _append_buffer(self, background: bool) -> str:
+        self.settle()  # batches become durable in order
         records, self._buffer = self._buffer, []
         self._deferred = False
         # The last record of a batch says how much program output it covers: what was
@@ -241,20 +304,37 @@ class CheckpointManager:
             blobs, self._deferred_blobs = self._deferred_blobs, {}
             await self.put_blobs(blobs)
         info = self._hooks.before(self.run_id, records)
+        # In the background only when no held output waits for it (a kill before the
+        # barrier would lose output the record says was printed) and no crash is due.
+        held = mark is not None and mark[1] > 0
+        crash_due = self.crash_after is not None and self.written + len(batch) >= self.crash_after
+        if background and self._begin is not None and not held and not crash_due:
+            _flush_output()
+            append = self._begin(self.run_id, batch, self.lease)
+            if append is not None:
+                self._syncing = _Syncing(append, records, mark, info)
+                self._since_snapshot += len(batch)
+                return records[-1].kind
         await self.store.append(self.run_id, batch, self.lease)
+        self._since_snapshot += len(batch)
+        self._durable(records, mark, info)
+        return records[-1].kind
+
+    def _durable(
+        self, records: list[Record], mark: tuple[int, int] | None, info: CheckpointInfo | None
+    ) -> None:
+        """What follows a batch becoming durable: its output printed, its records folded."""
         if mark is not None:
             release_program_output(mark[1])
         _flush_output()
         state = self.state
         for record in records:
             state.apply(record)
-        self.written += len(batch)
+        self.written += len(records)
         self._durable_seq = records[-1].seq
-        self._since_snapshot += len(batch)
         self._hooks.after(info)
         if self.crash_after is not None and self.written >= self.crash_after:
             _crash_now()
-        return records[-1].kind
 
     # -- blobs ------------------------------------------------------------------------------
     async def put_blobs(self, blobs: Mapping[str, bytes]) -> None:

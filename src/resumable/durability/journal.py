@@ -157,8 +157,8 @@ class FrameRecorder(HookBase):
         if entry is not None:
             if self._order is not None:
                 self._order.drop(entry.seq)
-            value: T = self._answer(entry)
-            return value
+            return self._answer(entry)  # type: ignore[no-any-return]
+        self.manager.settle()  # a step is an effect: the boundary before it must be durable
         flight = in_flight.set(self._key_of(cursor, key))
         token = set_cursor(None)
         try:
@@ -216,7 +216,7 @@ class FrameRecorder(HookBase):
             # A task outlives the statement: a resume starts from the boundary before
             # the oldest such statement, so this namespace is never restored.
             self._last_ns = None
-            await self.manager.write("stmt", self.frame_id, self._boundary(index, statement))
+            await self.manager.write_boundary(self.frame_id, self._boundary(index, statement))
             return
         capture = self.snapshotter.capture(self.namespace, exclude=self._exclude)
         await self.manager.put_blobs(capture.new_blobs)
@@ -240,7 +240,7 @@ class FrameRecorder(HookBase):
             }
         if self._extras is not None:
             body.update(await self._extras())
-        await self.manager.write("stmt", self.frame_id, body)
+        await self.manager.write_boundary(self.frame_id, body)
 
     def _boundary(self, index: int, statement: Statement) -> dict[str, Any]:
         body: dict[str, Any] = {"t": self.turn, "i": index, "end": statement.end, "ns": None}
@@ -291,9 +291,13 @@ class FrameRecorder(HookBase):
         if awaitable is None:
             assert start is not None
             awaitable = start()
-        if self.manager.deferred:
-            with outside_keys():
-                await self.manager.flush()
+        if self.manager.deferred:  # the barrier: what the run wrote before must be durable
+            try:
+                with outside_keys():
+                    await self.manager.flush()
+            except BaseException:
+                discard(awaitable)  # it never starts
+                raise
         flight = in_flight.set(self._key_of(cursor, key))
         token = set_cursor(None)
         try:
