@@ -50,9 +50,6 @@ def rewrite_source(source: str, index: int = 0, *, filename: str = "<response>")
     return rewrite_statement(ast.parse(source, filename, "exec"), index)
 
 
-_PLACES = ("lineno", "col_offset", "end_lineno", "end_col_offset")
-
-
 class _AwaitRouter:
     """One walk over the tree: each node's own rewrite, then its lines moved (post-order).
 
@@ -99,7 +96,13 @@ class _AwaitRouter:
     def _place(self, node: ast.AST) -> None:
         """Move the node's lines by the offset, exactly as ``ast.increment_lineno`` does."""
         if not self.unplaced:
-            self.unplaced = any(getattr(node, place, None) is None for place in _PLACES)
+            place = node.__dict__.get  # where an AST node keeps its position
+            self.unplaced = (
+                place("lineno") is None
+                or place("col_offset") is None
+                or place("end_lineno") is None
+                or place("end_col_offset") is None
+            )
         offset = self._offset
         if offset:
             node.lineno = getattr(node, "lineno", 0) + offset  # type: ignore[attr-defined]
