@@ -60,6 +60,9 @@ __all__ = [
 ]
 
 
+_now = time.time  # not the journaling wrapper a run installs: records' own timestamps
+
+
 @dataclass(frozen=True, slots=True)
 class CheckpointPolicy:
     """The ``[durability]`` settings that shape how records are written."""
@@ -161,7 +164,7 @@ class CheckpointManager:
     # -- writing records --------------------------------------------------------------
     def _make(self, kind: str, frame: str, body: dict[str, Any]) -> Record:
         self._seq += 1
-        return Record(self.run_id, self._seq, kind, frame, time.time(), self.lease.epoch, body)
+        return Record(self.run_id, self._seq, kind, frame, _now(), self.lease.epoch, body)
 
     async def write(self, kind: str, frame: str, body: dict[str, Any]) -> int:
         """Append one record durably (after any buffered ones); return its seq."""
@@ -177,13 +180,8 @@ class CheckpointManager:
         return self._seq
 
     async def write_boundary(self, frame: str, body: dict[str, Any]) -> int:
-        """Append a statement's boundary record; its fsync may still run when this returns.
-
-        Then the next statement starts (its compilation, its program code) while the disk
-        commits, and :meth:`settle` waits for the fsync at the first barrier. A batch that
-        covers held program output, or that ``RESUMABLE_CRASH_AFTER`` lands on, is made
-        durable before this returns, as any other.
-        """
+        """Append a statement's boundary record; its fsync may still run when this returns,
+        while the next statement starts, until the first barrier (:meth:`settle`)."""
         self._buffer.append(self._make("stmt", frame, body))
         await self._flush(background=True)
         return self._seq
