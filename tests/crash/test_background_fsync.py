@@ -14,24 +14,16 @@ from pathlib import Path
 
 import pytest
 from tests.crash.harness import resumable
+from tests.crash.test_joint_fsync import TOOLS as JOINT_TOOLS
 
 from resumable.durability.records import RecordCodec
 from resumable.store.base import StoredRecord
 from resumable.store.filesystem import scan_frames
 from resumable.store.heads import read_head
 
-TOOLS = """\
-import os
-import signal
-
-import resumable
-
-
-async def book(n):
-    with open("ledger.txt", "a") as ledger:
-        ledger.write(f"{n} {resumable.idempotency_key()}\\n")
-    return n * 10
-
+TOOLS = (
+    JOINT_TOOLS
+    + """
 
 def note(text):
     with open("notes.txt", "a") as notes:
@@ -43,6 +35,7 @@ def die_once():
         open("died", "w").close()
         os.kill(os.getpid(), signal.SIGKILL)
 """
+)
 
 QUIET = """\
 from tools import book, die_once

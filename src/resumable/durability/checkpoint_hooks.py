@@ -77,10 +77,8 @@ class CheckpointHooks:
         try:
             hook(info)
         except Exception as exc:  # a failing hook never fails the checkpoint
-            if name not in self._warned:
-                self._warned.add(name)
-                warnings.warn(
-                    f"{name} hook failed and was ignored: {type(exc).__name__}: {exc}",
-                    RuntimeWarning,
-                    stacklevel=3,
-                )
+            if name in self._warned:
+                return
+            self._warned.add(name)
+            failure = f"{name} hook failed and was ignored: {type(exc).__name__}: {exc}"
+            warnings.warn(failure, RuntimeWarning, stacklevel=3)

@@ -19,6 +19,7 @@ import os
 import queue
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,25 +33,27 @@ Failure = Callable[[OSError, Any], Exception]
 segment, the head's path) into the error to raise."""
 
 
+def _held_lock() -> _thread.LockType:
+    """Taken at once; released when the fsync has ended, so joining it is acquiring it."""
+    lock = _thread.allocate_lock()
+    lock.acquire()
+    return lock
+
+
+@dataclass(slots=True, eq=False)
 class FsyncInProgress:
     """A segment's fsync, then its head update, running on the syncer thread."""
 
-    __slots__ = ("_done", "_error", "_failure", "_finished", "directory", "fd", "head", "seq")
-
-    def __init__(
-        self, fd: int, directory: Path | None, head: tuple[int, Path], seq: int, failure: Failure
-    ) -> None:
-        self.fd = fd
-        self.directory = directory
-        """The segment's folder, fsynced too when the segment is new."""
-        self.head = head
-        """The head file (fd, path), written with ``seq`` once the segment is durable."""
-        self.seq = seq
-        self._failure = failure
-        self._error: BaseException | None = None
-        self._finished = False
-        self._done = _thread.allocate_lock()
-        self._done.acquire()
+    fd: int
+    directory: Path | None
+    """The segment's folder, fsynced too when the segment is new."""
+    head: tuple[int, Path]
+    """The head file (fd, path), written with ``seq`` once the segment is durable."""
+    seq: int
+    failure: Failure
+    _error: BaseException | None = None
+    _finished: bool = False
+    _done: _thread.LockType = field(default_factory=_held_lock)
 
     def run(self) -> None:
         """On the syncer thread: make the segment durable, then move the head up to it."""
@@ -78,7 +81,7 @@ class FsyncInProgress:
         self.join()
         exc = self._error
         if isinstance(exc, OSError):
-            raise self._failure(exc, exc.filename) from exc
+            raise self.failure(exc, exc.filename) from exc
         if exc is not None:
             raise exc
 
