@@ -28,8 +28,8 @@ from typing import Any
 
 from bench import Report
 from bench_checkpoint import NEVER, file_config
-from resumable.durability.checkpoints import StopRequested
 from resumable.durability.session import RunSession, store_for
+from resumable.durability.stopping import StopRequested
 from resumable.exec.executor import StreamingPythonExecutor
 from resumable.script import drive_script
 from resumable.store.base import RunMeta

@@ -20,6 +20,7 @@ import textwrap
 import traceback
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
+from pathlib import Path
 from types import CodeType, FrameType, TracebackType
 from typing import Any, TypeVar
 
@@ -33,6 +34,7 @@ from resumable.exec.rewrite import rewrite_source, rewrite_statement
 T = TypeVar("T")
 
 FILENAME = "<program>"
+CORPUS = Path(__file__).parent / "replay" / "corpus"
 
 PRELUDE = """
 import asyncio
@@ -920,11 +922,29 @@ def test_sites_follow_the_lines_of_the_response() -> None:
     assert hook_sites(rewrite_statement(tree, 2)) == ["2:11:4", "2:12:4"]
 
 
+@pytest.mark.parametrize("offset", [0, 1, 41])
+def test_a_line_offset_places_every_node_as_moving_the_lines_first_would(offset: int) -> None:
+    """The executor rewrites a statement parsed alone with its line in the stream: the tree
+    (sites, positions of the nodes parsed and of the nodes added) is the one that moving the
+    lines first, then rewriting, then placing what lacks a position would give."""
+    sources = [program.source for program in PROGRAMS]
+    sources += [path.read_text() for path in sorted(CORPUS.glob("*.py"))]
+    for index, source in enumerate(sources):
+        moved = ast.parse(source)
+        ast.increment_lineno(moved, offset)
+        expected = ast.fix_missing_locations(rewrite_statement(moved, index))
+        walked = rewrite_statement(ast.parse(source), index, line_offset=offset)
+        assert ast.dump(walked, include_attributes=True) == ast.dump(
+            expected, include_attributes=True
+        ), source
+
+
 def test_sites_stay_unique_without_positions() -> None:
     call = ast.Call(func=ast.Name(id="f", ctx=ast.Load()), args=[], keywords=[])
     value = ast.Tuple(elts=[ast.Await(value=call), ast.Await(value=call)], ctx=ast.Load())
     tree = ast.Module(body=[ast.Expr(value=value)], type_ignores=[])
     assert hook_sites(rewrite_statement(tree, 0)) == ["0:0:0", "0:0:0#2"]
+    compile(tree, FILENAME, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)  # placed, as it must be
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,8 @@
-"""Real processes for crash tests: run, kill, resume, compare with an uninterrupted run."""
+"""Real processes for crash tests: run, kill, resume, compare with an uninterrupted run.
+
+Runs use ``sync = "flush"`` unless a test says otherwise; ``RESUMABLE_TEST_SYNC=fsync``
+in the environment of pytest runs the suite with fsync instead.
+"""
 
 from __future__ import annotations
 
@@ -23,7 +27,7 @@ class Result:
 def _env(env: dict[str, str] | None) -> dict[str, str]:
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("RESUMABLE_")}
     full_env.update(env or {})
-    full_env.setdefault("RESUMABLE_DURABILITY_SYNC", "flush")
+    full_env.setdefault("RESUMABLE_DURABILITY_SYNC", os.environ.get("RESUMABLE_TEST_SYNC", "flush"))
     return full_env
 
 

@@ -3,7 +3,8 @@
 Every run is a real process: forked from this one (which has imported everything
 already, so a run costs what the program costs, not an interpreter start), with its own
 working folder, environment, stdout and stderr files. ``RESUMABLE_CRASH_AFTER`` kills it
-with SIGKILL exactly as in production.
+with SIGKILL exactly as in production. Runs use ``sync = "flush"``;
+``RESUMABLE_TEST_SYNC=fsync`` in the environment of pytest runs them with fsync.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ class Outcome:
 
 def _env(extra: dict[str, str] | None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RESUMABLE_")}
-    env["RESUMABLE_DURABILITY_SYNC"] = "flush"
+    env["RESUMABLE_DURABILITY_SYNC"] = os.environ.get("RESUMABLE_TEST_SYNC", "flush")
     env.update(extra or {})
     return env
 

@@ -22,9 +22,9 @@ from rich.console import Console
 
 from resumable.config import Config, load_config
 from resumable.durability import hashseed
-from resumable.durability.checkpoints import StopRequested
 from resumable.durability.records import RecordCodec
 from resumable.durability.session import RunOutcome, codec_for, store_for
+from resumable.durability.stopping import StopRequested
 from resumable.errors import ResumableError
 from resumable.store.base import CheckpointStore
 

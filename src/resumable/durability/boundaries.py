@@ -75,7 +75,7 @@ class Boundaries:
         if live:
             body["live"] = True
             self._last_ns = None  # a resume never restores this one
-            await self._manager.write("stmt", self._frame_id, body)
+            await self._manager.write_boundary(self._frame_id, body)
             return
         capture = self._snapshotter.capture(self._namespace, exclude=self._exclude)
         await self._manager.put_blobs(capture.new_blobs)
@@ -96,4 +96,4 @@ class Boundaries:
             }
         if self._extras is not None:
             body.update(await self._extras())
-        await self._manager.write("stmt", self._frame_id, body)
+        await self._manager.write_boundary(self._frame_id, body)

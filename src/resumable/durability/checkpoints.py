@@ -9,9 +9,11 @@ program's stdout/stderr are flushed, so what a record says was printed was print
 Policy: with ``every = 1`` (the default) an await is not finished until its record
 is durable - except the await a statement ends with (``r = await tool(x)``), whose record
 is made durable together with the statement's boundary record: nothing of the program
-runs in between, so one fsync covers both. With ``every = N`` await records are buffered and made durable N at a
-time (or after ``interval_seconds``, or before any other record): the awaits of an
-unflushed batch run again after a crash. ``RESUMABLE_CRASH_AFTER=N`` kills the
+runs in between, so one fsync covers both. That fsync may run on while the next statement
+starts; the first barrier (:meth:`CheckpointManager.settle`) waits for it. With ``every =
+N`` await records are buffered and made durable N at a time (or after
+``interval_seconds``, or before any other record): the awaits of an unflushed batch run
+again after a crash. ``RESUMABLE_CRASH_AFTER=N`` kills the
 process with SIGKILL right after its N-th record is durable (tests and demos); an await
 record it lands on is not held for its statement's boundary record, so the kill comes
 exactly there.
@@ -24,25 +26,43 @@ nothing of it lost and a resume goes on from that await.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import importlib
-import os
-import signal
-import sys
 import time
-import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import msgpack
 
+from resumable.durability.checkpoint_hooks import CheckpointHooks, CheckpointInfo, load_hook
 from resumable.durability.records import Record, RecordCodec
 from resumable.durability.state import RunState
 from resumable.durability.state_codec import state_to_dict
-from resumable.errors import ConfigError
+from resumable.durability.stopping import (
+    StopRequested,
+    crash_now,
+    flush_output,
+    mute_program_output,
+)
+from resumable.errors import StoreError
 from resumable.exec.output import output_mark, release_program_output
-from resumable.store.base import CheckpointStore, Lease, StoredRecord
+from resumable.store.base import (
+    AppendInProgress,
+    BeginsAppends,
+    CheckpointStore,
+    Lease,
+    StoredRecord,
+)
+
+__all__ = [
+    "CheckpointInfo",
+    "CheckpointManager",
+    "CheckpointPolicy",
+    "StopRequested",
+    "load_hook",
+]
+
+
+_now = time.time  # not the journaling wrapper a run installs: records' own timestamps
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,63 +78,13 @@ class CheckpointPolicy:
 
 
 @dataclass(frozen=True, slots=True)
-class CheckpointInfo:
-    """What a ``before_checkpoint``/``after_checkpoint`` hook is told."""
+class _Syncing:
+    """A boundary batch written to the store, its fsync running; what settle() finishes."""
 
-    run_id: str
-    seq: int
-    kind: str
-    frame: str
-    records: int
-
-
-class StopRequested(BaseException):
-    """Raised right after an await record is durable once the run was asked to stop.
-
-    A ``BaseException`` so that ``except Exception:`` in generated code lets it through.
-    """
-
-    def __init__(self, run_id: str, seq: int, cancelled: str | None = None) -> None:
-        super().__init__(f"run {run_id} stopped after record {seq}")
-        self.run_id = run_id
-        self.seq = seq
-        self.cancelled = cancelled
-        """The reason, when the stop is a cancel (``resumable cancel``)."""
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (StopRequested, (self.run_id, self.seq, self.cancelled))
-
-
-def load_hook(spec: str, key: str) -> Callable[[CheckpointInfo], Any] | None:
-    """Resolve ``package.module:function``; a bad spec is a ConfigError naming the key."""
-    if not spec:
-        return None
-    module_name, _, attr = spec.partition(":")
-    try:
-        hook = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError, ValueError) as exc:
-        raise ConfigError(
-            f'[durability] {key} = "{spec}" cannot be loaded ({exc}); '
-            'use "package.module:function"',
-            key=f"durability.{key}",
-        ) from exc
-    if not callable(hook):
-        raise ConfigError(f'[durability] {key} = "{spec}" is not callable', key=f"durability.{key}")
-    return hook  # type: ignore[no-any-return]
-
-
-def crash_after_from_env(env: Mapping[str, str]) -> int | None:
-    raw = env.get("RESUMABLE_CRASH_AFTER", "").strip()
-    if not raw:
-        return None
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ConfigError(
-            f"RESUMABLE_CRASH_AFTER must be a whole number of records, got {raw!r}",
-            key="RESUMABLE_CRASH_AFTER",
-        ) from None
-    return value if value > 0 else None
+    append: AppendInProgress
+    records: list[Record]
+    mark: tuple[int, int] | None
+    info: CheckpointInfo | None
 
 
 class CheckpointManager:
@@ -150,9 +120,7 @@ class CheckpointManager:
         self._buffer_since = 0.0
         self._since_snapshot = 0
         self._blobs: dict[str, bytes] = {}
-        self._before = load_hook(self.policy.before_checkpoint, "before_checkpoint")
-        self._after = load_hook(self.policy.after_checkpoint, "after_checkpoint")
-        self._hook_warned: set[str] = set()
+        self._hooks = CheckpointHooks(self.policy.before_checkpoint, self.policy.after_checkpoint)
         self._deferred_blobs: dict[str, bytes] = {}
         self._deferred = False
         self._writing: asyncio.Future[None] | None = None
@@ -163,11 +131,15 @@ class CheckpointManager:
         """Seq of the newest await record of the run (written or still buffered)."""
         self.tasks: set[asyncio.Task[Any]] = set()
         """Tasks the program spawned that are still running, in every frame."""
+        self._begin = store.begin_append if isinstance(store, BeginsAppends) else None
+        self._syncing: _Syncing | None = None
+        """The boundary batch whose fsync runs while the program goes on (see settle)."""
+        self._sync_error: StoreError | None = None
 
     # -- writing records --------------------------------------------------------------
     def _make(self, kind: str, frame: str, body: dict[str, Any]) -> Record:
         self._seq += 1
-        return Record(self.run_id, self._seq, kind, frame, time.time(), self.lease.epoch, body)
+        return Record(self.run_id, self._seq, kind, frame, _now(), self.lease.epoch, body)
 
     async def write(self, kind: str, frame: str, body: dict[str, Any]) -> int:
         """Append one record durably (after any buffered ones); return its seq."""
@@ -182,6 +154,13 @@ class CheckpointManager:
         await self._flush()
         return self._seq
 
+    async def write_boundary(self, frame: str, body: dict[str, Any]) -> int:
+        """Append a statement's boundary record; its fsync may still run when this returns,
+        while the next statement starts, until the first barrier (:meth:`settle`)."""
+        self._buffer.append(self._make("stmt", frame, body))
+        await self._flush(background=True)
+        return self._seq
+
     async def write_await(
         self, frame: str, body: dict[str, Any], *, ends_statement: bool = False
     ) -> None:
@@ -192,6 +171,7 @@ class CheckpointManager:
         is then held and made durable together with the statement's boundary record -
         or with whatever record comes first - in one append.
         """
+        self.settle()  # so that ``written`` counts every record before this one
         stored = self._make("await", frame, body)
         self._buffer.append(stored)
         self.last_await = stored.seq
@@ -212,7 +192,7 @@ class CheckpointManager:
                 await self._flush()
         if self.stop_requested:
             # What the program prints while it unwinds (finally:) the resume prints again.
-            _mute_program_output()
+            mute_program_output()
             raise StopRequested(self.run_id, stored.seq, self.cancelled)
 
     def tasks_running(self) -> bool:
@@ -233,15 +213,40 @@ class CheckpointManager:
 
     @property
     def deferred(self) -> bool:
-        """True while the record of a synchronous call waits for the next flush."""
-        return self._deferred
+        """True while a record is not durable yet: the record of a synchronous call waits
+        for the next flush, or a boundary's fsync runs. :meth:`flush` before an effect."""
+        return self._deferred or self._syncing is not None or self._sync_error is not None
 
     async def flush(self) -> None:
-        """Make every buffered record durable."""
+        """Make every buffered record durable (and the boundary whose fsync runs)."""
+        self.settle()
         if self._buffer:
             await self._flush()
 
-    async def _flush(self) -> None:
+    def settle(self) -> None:
+        """The barrier: block until the boundary batch whose fsync runs is durable.
+
+        Called before anything outside the process can see the run go on: a foreign await
+        or a step starting, any other append, a snapshot, the run's end. It blocks the
+        loop's thread and never yields: a yield would let other tasks run program code
+        first, and interleave them otherwise than plain Python does. A failed fsync is
+        raised here and at every later write: the barrier may sit in program code, whose
+        ``except Exception:`` must not let the run go on with a record that is not durable.
+        """
+        if self._sync_error is not None:
+            raise self._sync_error
+        syncing = self._syncing
+        if syncing is None:
+            return
+        self._syncing = None
+        try:
+            syncing.append.wait()
+        except StoreError as exc:
+            self._sync_error = exc
+            raise
+        self._durable(syncing.records, syncing.mark, syncing.info)
+
+    async def _flush(self, *, background: bool = False) -> None:
         """Make the buffer durable, or wait for the append in progress that carries it.
 
         Group commit: records buffered while an append runs go out together in the next
@@ -255,10 +260,12 @@ class CheckpointManager:
             if self._durable_seq >= want:
                 return
         if not self._buffer:
-            return  # taken by an append whose writer got its error
+            # taken by a boundary whose fsync runs, or by an append whose writer got its error
+            self.settle()
+            return
         writing = self._writing = asyncio.get_running_loop().create_future()
         try:
-            last = await self._append_buffer()
+            last = await self._append_buffer(background)
         finally:
             self._writing = None
             writing.set_result(None)
@@ -267,7 +274,8 @@ class CheckpointManager:
             # copy its whole (growing) journal again each time.
             await self.snapshot()
 
-    async def _append_buffer(self) -> str:
+    async def _append_buffer(self, background: bool) -> str:
+        self.settle()  # batches become durable in order
         records, self._buffer = self._buffer, []
         self._deferred = False
         # The last record of a batch says how much program output it covers: what was
@@ -279,42 +287,38 @@ class CheckpointManager:
         if self._deferred_blobs:
             blobs, self._deferred_blobs = self._deferred_blobs, {}
             await self.put_blobs(blobs)
-        info = None
-        if self._before is not None or self._after is not None:
-            last = records[-1]
-            info = CheckpointInfo(self.run_id, last.seq, last.kind, last.frame, len(records))
-            self._call_hook("before_checkpoint", self._before, info)
+        info = self._hooks.before(self.run_id, records)
+        # In the background only when no held output waits for it (a kill before the
+        # barrier would lose output the record says was printed) and no crash is due.
+        held = mark is not None and mark[1] > 0
+        crash_due = self.crash_after is not None and self.written + len(batch) >= self.crash_after
+        if background and self._begin is not None and not held and not crash_due:
+            flush_output()
+            append = self._begin(self.run_id, batch, self.lease)
+            if append is not None:
+                self._syncing = _Syncing(append, records, mark, info)
+                self._since_snapshot += len(batch)
+                return records[-1].kind
         await self.store.append(self.run_id, batch, self.lease)
+        self._since_snapshot += len(batch)
+        self._durable(records, mark, info)
+        return records[-1].kind
+
+    def _durable(
+        self, records: list[Record], mark: tuple[int, int] | None, info: CheckpointInfo | None
+    ) -> None:
+        """What follows a batch becoming durable: its output printed, its records folded."""
         if mark is not None:
             release_program_output(mark[1])
-        _flush_output()
+        flush_output()
         state = self.state
         for record in records:
             state.apply(record)
-        self.written += len(batch)
+        self.written += len(records)
         self._durable_seq = records[-1].seq
-        self._since_snapshot += len(batch)
-        if info is not None:
-            self._call_hook("after_checkpoint", self._after, info)
+        self._hooks.after(info)
         if self.crash_after is not None and self.written >= self.crash_after:
-            _crash_now()
-        return records[-1].kind
-
-    def _call_hook(
-        self, name: str, hook: Callable[[CheckpointInfo], Any] | None, info: CheckpointInfo
-    ) -> None:
-        if hook is None:
-            return
-        try:
-            hook(info)
-        except Exception as exc:  # a failing hook never fails the checkpoint
-            if name not in self._hook_warned:
-                self._hook_warned.add(name)
-                warnings.warn(
-                    f"{name} hook failed and was ignored: {type(exc).__name__}: {exc}",
-                    RuntimeWarning,
-                    stacklevel=2,
-                )
+            crash_now()
 
     # -- blobs ------------------------------------------------------------------------------
     async def put_blobs(self, blobs: Mapping[str, bytes]) -> None:
@@ -353,27 +357,3 @@ class CheckpointManager:
         )
         await self.store.put_snapshot(self.run_id, state.seq, data, self.lease)
         await self.store.prune(self.run_id, self.policy.keep)
-
-
-def _flush_output() -> None:
-    """What the program printed reaches the OS before a record says it was printed."""
-    for stream in (sys.stdout, sys.stderr):
-        if getattr(stream, "dirty", True):
-            with contextlib.suppress(OSError, ValueError):
-                stream.flush()
-
-
-def _mute_program_output() -> None:
-    """Silence the current run's program output for the rest of this process."""
-    from resumable.exec.output import _current
-
-    output = _current.get()
-    if output is not None:
-        output.muted = True
-
-
-def _crash_now() -> None:
-    """RESUMABLE_CRASH_AFTER: die exactly as kill -9 would, right after a durable record."""
-    _flush_output()
-    os.kill(os.getpid(), signal.SIGKILL)
-    asyncio.get_event_loop().stop()  # pragma: no cover - unreachable after SIGKILL

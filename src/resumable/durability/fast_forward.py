@@ -7,19 +7,43 @@ fresh iterator, so before its first live step the iterator is advanced past them
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator
 from typing import Any, Protocol, TypeVar
 
 from resumable.durability.tasks import outside_keys
-from resumable.exec.hooks import is_program_code
+from resumable.exec.hooks import DirectHook, is_program_code, is_program_generator
 
 T = TypeVar("T")
+
+_DIRECT = DirectHook()
 
 
 class ReplayProbe(Protocol):
     def will_replay(self) -> bool:
         """True if the running task's next foreign await will be answered from the log."""
         ...
+
+
+class JournalingHook(ReplayProbe, Protocol):
+    """The durable hook an ``async for`` of program code goes through."""
+
+    def await_(self, site: str, awaitable: Any) -> Any: ...
+
+
+def journaled_iterator(
+    hook: JournalingHook, site: str, iterable: AsyncIterable[T]
+) -> AsyncIterator[T]:
+    """What ``async for`` iterates in a durable statement: each step awaited through ``hook``."""
+    proxy = _DIRECT.aiter(site, iterable)
+    iterator = proxy._iterator  # type: ignore[attr-defined]
+    if is_program_generator(iterator):
+        # Program code: replay drives it for real, so it stands where it stood (its
+        # own foreign awaits are journaled where they are).
+        return proxy
+    proxy._hook = hook  # type: ignore[attr-defined]
+    if program_method(iterator, "__anext__"):
+        return proxy  # each step's awaitable is judged as any other await
+    return FastForward(hook, proxy, iterator)
 
 
 def program_method(obj: Any, name: str) -> bool:

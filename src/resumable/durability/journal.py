@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from resumable.durability.boundaries import Boundaries
 from resumable.durability.divergence import site_changed, site_missed
-from resumable.durability.fast_forward import FastForward, program_method
+from resumable.durability.fast_forward import journaled_iterator
 from resumable.durability.foreign import is_foreign
 from resumable.durability.generations import Generations
 from resumable.durability.interleaving import Interleaving
@@ -51,7 +51,7 @@ from resumable.durability.tasks import (
     set_cursor,
 )
 from resumable.errors import CodeError
-from resumable.exec.hooks import DirectHook, HookBase, is_program_generator
+from resumable.exec.hooks import HookBase
 from resumable.exec.output import program_output_position, seek_program_output
 from resumable.exec.streaming import Statement
 
@@ -60,9 +60,6 @@ if TYPE_CHECKING:
     from resumable.durability.snapshot import Snapshotter
 
 T = TypeVar("T")
-
-
-_DIRECT = DirectHook()
 
 
 class FrameRecorder(HookBase):
@@ -167,8 +164,8 @@ class FrameRecorder(HookBase):
         if entry is not None:
             if self._order is not None:
                 self._order.drop(entry.seq)
-            value: T = self._answer(entry)
-            return value
+            return self._answer(entry)  # type: ignore[no-any-return]
+        self.manager.settle()  # a step is an effect: the boundary before it must be durable
         flight = in_flight.set(self._key_of(cursor, key))
         token = set_cursor(None)
         try:
@@ -238,16 +235,7 @@ class FrameRecorder(HookBase):
         return entry is not None and entry.outcome != "x"
 
     def aiter(self, site: str, iterable: AsyncIterable[T]) -> AsyncIterator[T]:
-        proxy = _DIRECT.aiter(site, iterable)
-        iterator = proxy._iterator  # type: ignore[attr-defined]
-        if is_program_generator(iterator):
-            # Program code: replay drives it for real, so it stands where it stood (its
-            # own foreign awaits are journaled where they are).
-            return proxy
-        proxy._hook = self  # type: ignore[attr-defined]
-        if program_method(iterator, "__anext__"):
-            return proxy  # each step's awaitable is judged as any other await
-        return FastForward(self, proxy, iterator)
+        return journaled_iterator(self, site, iterable)
 
     def await_(self, site: str, awaitable: Awaitable[T]) -> Awaitable[T]:
         cursor = current_cursor()
@@ -282,9 +270,13 @@ class FrameRecorder(HookBase):
         if awaitable is None:
             assert start is not None
             awaitable = start()
-        if self.manager.deferred:
-            with outside_keys():
-                await self.manager.flush()
+        if self.manager.deferred:  # the barrier: what the run wrote before must be durable
+            try:
+                with outside_keys():
+                    await self.manager.flush()
+            except BaseException:
+                discard(awaitable)  # it never starts
+                raise
         flight = in_flight.set(self._key_of(cursor, key))
         token = set_cursor(None)
         turned = self._interleaving.watch_turns()

@@ -20,17 +20,13 @@ from typing import Any, Literal
 
 from resumable.config import Config, DurabilitySettings
 from resumable.durability import control, hashseed, nondeterminism
-from resumable.durability.checkpoints import (
-    CheckpointManager,
-    CheckpointPolicy,
-    crash_after_from_env,
-    load_hook,
-)
+from resumable.durability.checkpoints import CheckpointManager, CheckpointPolicy, load_hook
 from resumable.durability.crypto import Cipher
 from resumable.durability.records import Record, RecordCodec
 from resumable.durability.recovery import LoadedRun, RecoveryCoordinator
 from resumable.durability.snapshot import Snapshotter
 from resumable.durability.state import FrameState, RunState
+from resumable.durability.stopping import crash_after_from_env
 from resumable.errors import (
     ConfigError,
     DecryptionError,

@@ -180,9 +180,7 @@ class StreamingPythonExecutor:
             tree = ast.Module(body=statement.tree, type_ignores=[])
         else:
             tree = ast.parse(statement.source, self.filename, "exec")
-        if statement.line > 1:
-            ast.increment_lineno(tree, statement.line - 1)
-        tree = rewrite_statement(tree, index)
+        tree = rewrite_statement(tree, index, line_offset=statement.line - 1)
         register_program_file(self.filename)
         return compile(tree, self.filename, "exec", flags=_FLAGS, dont_inherit=True)
 

@@ -1,6 +1,7 @@
 """Route every await of a statement through the hook, so the durability layer sees each one.
 
-The transform wraps expressions in place and does nothing else::
+The transform wraps expressions in place and does nothing else (but move every line by
+``line_offset``, in the same walk: a statement parsed alone takes its place in the stream)::
 
     await EXPR                 ->  await __resumable__.await_(SITE, EXPR)
     async for T in ITER        ->  async for T in __resumable__.aiter(SITE, ITER)
@@ -15,7 +16,8 @@ interpreter reports for the construct it wraps, so tracebacks show the same line
 
 A site is ``"S:L:C"``: S the statement index given by the caller; L and C the line and column
 of the ``await``, of the ``async for`` statement (of the iterable, in a comprehension) or of
-each ``async with`` item's expression, as positioned in the tree passed in. Positions from the
+each ``async with`` item's expression, as positioned in the tree passed in (moved by
+``line_offset``). Positions from the
 parser are unique per construct; should a tree carry duplicates (nodes built without positions),
 later ones get a ``#n`` suffix in traversal order, so sites stay unique and stable.
 """
@@ -23,21 +25,24 @@ later ones get a ``#n`` suffix in traversal order, so sites stay unique and stab
 from __future__ import annotations
 
 import ast
-from typing import Any, TypeVar
+from typing import Any
 
 from resumable.exec.hooks import ENTER, HOOK_NAME, NEXT
 
 __all__ = ["rewrite_source", "rewrite_statement"]
 
-_Comprehension = TypeVar(
-    "_Comprehension", ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp
-)
 
+def rewrite_statement(tree: ast.Module, index: int, *, line_offset: int = 0) -> ast.Module:
+    """Rewrite every await in ``tree`` (changed in place and returned) for statement ``index``.
 
-def rewrite_statement(tree: ast.Module, index: int) -> ast.Module:
-    """Rewrite every await in ``tree`` (changed in place and returned) for statement ``index``."""
-    _AwaitRouter(index).visit(tree)
-    return ast.fix_missing_locations(tree)
+    ``line_offset``: the statement was parsed on its own; every line of the result is moved
+    by it, as ``ast.increment_lineno`` before the rewrite would (in the same walk).
+    """
+    router = _AwaitRouter(index, line_offset)
+    router.walk(tree)
+    if router.unplaced:  # a tree built by hand: place what lacks a position, as compile needs
+        ast.fix_missing_locations(tree)
+    return tree
 
 
 def rewrite_source(source: str, index: int = 0, *, filename: str = "<response>") -> ast.Module:
@@ -45,63 +50,120 @@ def rewrite_source(source: str, index: int = 0, *, filename: str = "<response>")
     return rewrite_statement(ast.parse(source, filename, "exec"), index)
 
 
-class _AwaitRouter(ast.NodeTransformer):
-    def __init__(self, index: int) -> None:
+class _AwaitRouter:
+    """One walk over the tree: each node's own rewrite, then its lines moved (post-order).
+
+    A construct's site and the hook call wrapping it are taken from the construct before its
+    lines move (the offset added), so they name its line in the stream, and the new nodes,
+    which the walk does not visit, are placed there directly.
+    """
+
+    def __init__(self, index: int, line_offset: int) -> None:
         self._index = index
+        self._offset = line_offset
         self._taken: set[str] = set()
+        self.unplaced = False
+        """Some node lacked a position (fix_missing_locations must run)."""
+        self._rewrites: dict[type[ast.AST], Any] = {
+            ast.Await: self._await,
+            ast.AsyncFor: self._async_for,
+            ast.AsyncWith: self._async_with,
+            ast.ListComp: self._comprehension,
+            ast.SetComp: self._comprehension,
+            ast.DictComp: self._comprehension,
+            ast.GeneratorExp: self._comprehension,
+        }
 
-    def visit_Await(self, node: ast.Await) -> ast.Await:
+    def walk(self, node: ast.AST) -> None:
+        rewrite = self._rewrites.get(type(node))
+        if rewrite is None:
+            self.children(node)
+        else:
+            rewrite(node)
+        if "lineno" in node._attributes:
+            self._place(node)
+
+    def children(self, node: ast.AST) -> None:
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if isinstance(value, list):
+                for item in value:
+                    if isinstance(item, ast.AST):
+                        self.walk(item)
+            elif isinstance(value, ast.AST):
+                self.walk(value)
+
+    def _place(self, node: ast.AST) -> None:
+        """Move the node's lines by the offset, exactly as ``ast.increment_lineno`` does."""
+        if not self.unplaced:
+            place = node.__dict__.get  # where an AST node keeps its position
+            self.unplaced = (
+                place("lineno") is None
+                or place("col_offset") is None
+                or place("end_lineno") is None
+                or place("end_col_offset") is None
+            )
+        offset = self._offset
+        if offset:
+            node.lineno = getattr(node, "lineno", 0) + offset  # type: ignore[attr-defined]
+            end = getattr(node, "end_lineno", 0)
+            if end is not None:
+                node.end_lineno = end + offset  # type: ignore[attr-defined]
+
+    def _await(self, node: ast.Await) -> None:
         site = self._site(node, "")
-        self.generic_visit(node)
-        node.value = _hook_call("await_", site, node.value, node)
-        return node
+        self.children(node)
+        node.value = self._hook_call("await_", site, node.value, node)
 
-    def visit_AsyncFor(self, node: ast.AsyncFor) -> ast.AsyncFor:
+    def _async_for(self, node: ast.AsyncFor) -> None:
         site = self._site(node, f"/{NEXT}")
-        self.generic_visit(node)
-        node.iter = _hook_call("aiter", site, node.iter, node)
-        return node
+        self.children(node)
+        node.iter = self._hook_call("aiter", site, node.iter, node)
 
-    def visit_AsyncWith(self, node: ast.AsyncWith) -> ast.AsyncWith:
+    def _async_with(self, node: ast.AsyncWith) -> None:
         sites = [self._site(item.context_expr, f"/{ENTER}") for item in node.items]
-        self.generic_visit(node)
+        self.children(node)
         for item, site in zip(node.items, sites, strict=True):
-            item.context_expr = _hook_call("with_", site, item.context_expr, node)
-        return node
+            item.context_expr = self._hook_call("with_", site, item.context_expr, node)
 
-    def visit_ListComp(self, node: ast.ListComp) -> ast.ListComp:
-        return self._comprehension(node)
-
-    def visit_SetComp(self, node: ast.SetComp) -> ast.SetComp:
-        return self._comprehension(node)
-
-    def visit_DictComp(self, node: ast.DictComp) -> ast.DictComp:
-        return self._comprehension(node)
-
-    def visit_GeneratorExp(self, node: ast.GeneratorExp) -> ast.GeneratorExp:
-        return self._comprehension(node)
-
-    def _comprehension(self, node: _Comprehension) -> _Comprehension:
+    def _comprehension(
+        self, node: ast.ListComp | ast.SetComp | ast.DictComp | ast.GeneratorExp
+    ) -> None:
         sites = [
             self._site(generator.iter, f"/{NEXT}") if generator.is_async else ""
             for generator in node.generators
         ]
-        self.generic_visit(node)
+        self.children(node)
         for generator, site in zip(node.generators, sites, strict=True):
             if generator.is_async:
-                iterable = _folded_literal(generator.iter)
-                generator.iter = _hook_call("aiter", site, iterable, node)
-        return node
+                iterable = _folded_literal(generator.iter)  # placed as the walked iterable
+                generator.iter = self._hook_call("aiter", site, iterable, node)
 
     def _site(self, node: ast.AST, derived: str) -> str:
         """``S:L:C`` of ``node``, unique among the hook sites (``derived`` appended) taken so far."""
-        base = f"{self._index}:{getattr(node, 'lineno', 0)}:{getattr(node, 'col_offset', 0)}"
+        line = getattr(node, "lineno", 0) + self._offset
+        base = f"{self._index}:{line}:{getattr(node, 'col_offset', 0)}"
         site, n = base, 1
         while site + derived in self._taken:
             n += 1
             site = f"{base}#{n}"
         self._taken.add(site + derived)
         return site
+
+    def _hook_call(
+        self, method: str, site: str, argument: ast.expr, position: ast.expr | ast.stmt
+    ) -> ast.Call:
+        """``__resumable__.method(site, argument)``, placed where the interpreter reports
+        ``position`` (a node whose lines have not moved yet)."""
+        call = _hook_call(method, site, argument, position)
+        if getattr(position, "lineno", None) is None:
+            self.unplaced = True
+        elif self._offset:
+            for part in (call, call.func, call.func.value, call.args[0]):  # type: ignore[attr-defined]
+                part.lineno += self._offset
+                if part.end_lineno is not None:
+                    part.end_lineno += self._offset
+        return call
 
 
 def _folded_literal(iterable: ast.expr) -> ast.expr:

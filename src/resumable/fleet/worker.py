@@ -37,7 +37,6 @@ from dataclasses import dataclass, replace
 
 from resumable.config import Config
 from resumable.durability import control, hashseed
-from resumable.durability.checkpoints import StopRequested
 from resumable.durability.session import (
     RunOutcome,
     RunSession,
@@ -45,6 +44,7 @@ from resumable.durability.session import (
     resume_session,
     store_for,
 )
+from resumable.durability.stopping import StopRequested
 from resumable.errors import FencedError, ResumableError, StoreError, UsageError
 from resumable.fleet.handoff import ChildRun
 from resumable.fleet.migrate import MIGRATING

@@ -235,6 +235,28 @@ class CheckpointStore(Protocol):
         ...
 
 
+class AppendInProgress(Protocol):
+    """Records written to the store whose durability is still on its way."""
+
+    def wait(self) -> None:
+        """Block until they are durable; raise the error ``append`` would have raised."""
+        ...
+
+
+@runtime_checkable
+class BeginsAppends(Protocol):
+    """A store that can write records now and make them durable while the caller goes on."""
+
+    def begin_append(
+        self, run_id: str, records: Sequence[StoredRecord], lease: Lease
+    ) -> AppendInProgress | None:
+        """Write ``records`` (as ``append`` would, without yielding); None: use ``append``.
+
+        Nothing may count them durable, nor act as if they were, before ``wait()`` returned.
+        """
+        ...
+
+
 def check_seqs(records: Sequence[StoredRecord], after: int) -> None:
     """Refuse a batch whose seqs do not strictly increase from ``after``."""
     last = after

@@ -20,7 +20,9 @@ old segments (``prune``) never races an append.
 Hot path: ``append`` keeps the segment's fd open (O_APPEND) and writes a batch with one
 ``os.write``; with ``sync="fsync"`` it then fsyncs - inline when the store writes one run
 (a thread hop costs as much as a fast fsync), in a thread when it writes several, so
-concurrent runs keep going. Group commit is one level up: a run's ``CheckpointManager``
+concurrent runs keep going. ``begin_append`` writes the batch the same way and leaves its
+fsync to the syncer thread (:mod:`resumable.store.background_fsync`): a statement's
+boundary is made durable while the next statement starts. Group commit is one level up: a run's ``CheckpointManager``
 sends every record its tasks buffered while the previous append ran as one batch (one
 write, one fsync of the run's segment per wake), and each run of the process fsyncs its
 own segment, in parallel threads that the filesystem's journal commits together.
@@ -37,6 +39,7 @@ from pathlib import Path
 from typing import Any, Literal, Self, TypeVar
 
 from resumable.errors import ConfigError, StoreError, StoreUnavailableError, UsageError
+from resumable.store.background_fsync import FsyncInProgress, start_fsync
 from resumable.store.base import Lease, ReadResult, RunMeta, RunSummary, StoredRecord, check_seqs
 from resumable.store.common import ClosedOnExit
 from resumable.store.filesystem_folders import RunFolders
@@ -127,20 +130,7 @@ class FileStore(RunFolders, ClosedOnExit):
             return
         if not records:
             return
-        check_seqs(records, owned.last_seq)
-        frames = encode_frames(records)
-        created = owned.fd < 0
-        try:
-            if created:
-                owned.open_segment(records[0].seq)
-            written = os.write(owned.fd, frames)
-            if written != len(frames):
-                raise OSError(errno.ENOSPC, f"short write ({written} of {len(frames)} bytes)")
-        except OSError as exc:
-            owned.undo_write()
-            raise self._error(exc, owned.segment) from exc
-        owned.size += written
-        owned.last_seq = records[-1].seq
+        created = self._write(owned, records)
         if self.sync == "fsync":
             directory = owned.log_dir if created else None
             if len(self._owned) > 1:
@@ -156,6 +146,52 @@ class FileStore(RunFolders, ClosedOnExit):
             write_head(owned.head_fd, owned.last_seq)  # only once the records are durable
         except OSError as exc:
             raise self._error(exc, owned.log_dir.parent / "head") from exc
+
+    def begin_append(
+        self, run_id: str, records: Sequence[StoredRecord], lease: Lease
+    ) -> FsyncInProgress | None:
+        """Write ``records`` now; their fsync runs on the syncer thread until ``wait()``.
+
+        None when an append cannot go that way - ``sync = "flush"`` (nothing to wait for),
+        a run this store object does not own, several runs owned at once (a barrier blocks
+        the event loop: they fsync in threads instead) - and ``append`` is the way.
+        """
+        owned = self._owned.get(run_id)
+        if self.sync != "fsync" or owned is None or owned.epoch != lease.epoch:
+            return None
+        if len(self._owned) > 1 or not records:
+            return None
+        created = self._write(owned, records)
+        head = (owned.head_fd, owned.log_dir.parent / "head")
+        directory, segment = (owned.log_dir if created else None), owned.segment
+
+        def failure(exc: OSError, path: Any) -> Exception:
+            return self._error(exc, path or segment)
+
+        owned.syncing = start_fsync(owned.fd, directory, head, owned.last_seq, failure)
+        return owned.syncing
+
+    def _write(self, owned: OwnedRun, records: Sequence[StoredRecord]) -> bool:
+        """One ``os.write`` of the framed batch (after the previous batch is durable); True
+        if it opened a new segment."""
+        syncing, owned.syncing = owned.syncing, None
+        if syncing is not None:
+            syncing.wait()
+        check_seqs(records, owned.last_seq)
+        frames = encode_frames(records)
+        created = owned.fd < 0
+        try:
+            if created:
+                owned.open_segment(records[0].seq)
+            written = os.write(owned.fd, frames)
+            if written != len(frames):
+                raise OSError(errno.ENOSPC, f"short write ({written} of {len(frames)} bytes)")
+        except OSError as exc:
+            owned.undo_write()
+            raise self._error(exc, owned.segment) from exc
+        owned.size += written
+        owned.last_seq = records[-1].seq
+        return created
 
     async def read(self, run_id: str, after_seq: int = 0) -> ReadResult:
         return await self._io(self._read, self._run_dir(run_id), after_seq)

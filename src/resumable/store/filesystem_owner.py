@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from resumable.errors import RunBusyError
+from resumable.store.background_fsync import FsyncInProgress
 
 
 @dataclass(slots=True)
@@ -27,6 +28,8 @@ class OwnedRun:
     fd: int = -1
     segment: Path | None = None
     size: int = 0
+    syncing: FsyncInProgress | None = None
+    """The last batch's fsync, while it runs on the syncer thread (``FileStore.begin_append``)."""
 
     def open_segment(self, first_seq: int) -> None:
         self.segment = self.log_dir / f"{first_seq:020d}.seg"
@@ -34,7 +37,14 @@ class OwnedRun:
         self.fd = os.open(self.segment, flags, 0o600)
         self.size = os.fstat(self.fd).st_size
 
+    def finish_sync(self) -> None:
+        """Wait for the background fsync of the last batch, if any; its waiter sees its error."""
+        syncing, self.syncing = self.syncing, None
+        if syncing is not None:
+            syncing.join()
+
     def close_segment(self) -> None:
+        self.finish_sync()  # the syncer thread may still be using the fd
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1

@@ -1,0 +1,145 @@
+"""A statement's boundary whose fsync runs while the next statement starts, killed in that
+window: the resume is the uninterrupted run, every effect once and every line once.
+
+``sync = "fsync"`` throughout (the background fsync is the file store's, with fsync). The
+kill comes from the program itself, in program code that is no step: nothing in it waits
+for the boundary before it, so it lands while that boundary may still be on its way.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+from tests.crash.harness import resumable
+from tests.crash.test_joint_fsync import TOOLS as JOINT_TOOLS
+
+from resumable.durability.records import RecordCodec
+from resumable.store.base import StoredRecord
+from resumable.store.filesystem import scan_frames
+from resumable.store.heads import read_head
+
+TOOLS = (
+    JOINT_TOOLS
+    + """
+
+def note(text):
+    with open("notes.txt", "a") as notes:
+        notes.write(text + "\\n")
+
+
+def die_once():
+    if not os.path.exists("died"):
+        open("died", "w").close()
+        os.kill(os.getpid(), signal.SIGKILL)
+"""
+)
+
+QUIET = """\
+from tools import book, die_once
+a = await book(1)
+die_once()
+b = await book(2)
+print("a", a, "b", b)
+"""
+
+PRINTING = """\
+from tools import book, die_once
+print("booked", await book(1))
+die_once()
+b = await book(2)
+print("b", b)
+"""
+
+
+def _work(tmp_path: Path, name: str, script: str, *, died: bool = False) -> Path:
+    work = tmp_path / name
+    work.mkdir()
+    (work / "tools.py").write_text(TOOLS)
+    (work / "shape.py").write_text(script)
+    if died:
+        (work / "died").touch()  # the reference run: die_once() does nothing
+    return work
+
+
+def _env(work: Path) -> dict[str, str]:
+    path = os.pathsep.join(filter(None, [str(work), os.environ.get("PYTHONPATH", "")]))
+    return {"PYTHONPATH": path, "RESUMABLE_DURABILITY_SYNC": "fsync"}
+
+
+def _ledger(work: Path) -> list[str]:
+    return (work / "ledger.txt").read_text().splitlines()
+
+
+@pytest.mark.parametrize("script", [QUIET, PRINTING], ids=["quiet", "printing"])
+def test_a_kill_while_the_boundary_is_synced_resumes_exactly(tmp_path: Path, script: str) -> None:
+    ref = _work(tmp_path, "ref", script, died=True)
+    reference = resumable(["exec", "shape.py", "--run-id", "r"], ref, env=_env(ref))
+    assert reference.code == 0, reference.stderr
+
+    work = _work(tmp_path, "crash", script)
+    crashed = resumable(["exec", "shape.py", "--run-id", "r"], work, env=_env(work))
+    assert crashed.code == -signal.SIGKILL, crashed.stderr
+    resumed = resumable(["resume", "r"], work, env=_env(work))
+    assert resumed.code == 0, resumed.stderr
+    assert crashed.stdout + resumed.stdout == reference.stdout
+    assert _ledger(work) == _ledger(ref)  # book(1) once: its statement had ended
+
+
+def test_a_boundary_that_covers_printed_output_is_durable_before_the_next_statement(
+    tmp_path: Path,
+) -> None:
+    """Held output is printed once its record is durable: a boundary covering some is not
+    left to the background, or a kill in the next statement would lose the line."""
+    work = _work(tmp_path, "crash", PRINTING)
+    crashed = resumable(["exec", "shape.py", "--run-id", "r"], work, env=_env(work))
+    assert crashed.code == -signal.SIGKILL, crashed.stderr
+    assert crashed.stdout == "booked 10\n"
+
+
+NOTING = """\
+from tools import book, note
+a = await book(1)
+note("a")
+b = await book(2)
+note("b")
+"""
+
+
+def test_crash_after_lands_exactly_on_a_boundary_that_could_be_synced_later(
+    tmp_path: Path,
+) -> None:
+    """``RESUMABLE_CRASH_AFTER=N`` on the boundary of ``a = await book(1)``: the process dies
+    once that record is durable, before the next statement writes its note."""
+    ref = _work(tmp_path, "ref", NOTING)
+    assert resumable(["exec", "shape.py", "--run-id", "r"], ref, env=_env(ref)).code == 0
+    codec = RecordCodec((ref / ".resumable" / "key").read_bytes())
+    end = NOTING.index("a = await book(1)") + len("a = await book(1)")
+    (point,) = [
+        record.seq
+        for record in (codec.open(stored.data) for stored in _records(ref))
+        if record.kind == "stmt" and record.body["end"] in (end, end + 1)
+    ]
+    work = _work(tmp_path, "crash", NOTING)
+    env = {**_env(work), "RESUMABLE_CRASH_AFTER": str(point)}
+    crashed = resumable(["exec", "shape.py", "--run-id", "r"], work, env=env)
+    assert crashed.code == -signal.SIGKILL, crashed.stderr
+    assert [stored.seq for stored in _records(work)][-1] == point
+    assert read_head(work / ".resumable" / "runs" / "r" / "head") == point
+    assert not (work / "notes.txt").exists()  # note("a") never ran
+    resumed = resumable(["resume", "r"], work, env=_env(work))
+    assert resumed.code == 0, resumed.stderr
+    assert (work / "notes.txt").read_text() == (ref / "notes.txt").read_text()
+    assert _ledger(work) == _ledger(ref)
+
+
+def _records(work: Path) -> list[StoredRecord]:
+    log = work / ".resumable" / "runs" / "r" / "log"
+    found: list[StoredRecord] = []
+    for segment in sorted(log.glob("*.seg")):
+        scan = scan_frames(segment.read_bytes())
+        assert scan.reason is None
+        found += scan.records
+    return found

@@ -1,0 +1,179 @@
+"""A statement's boundary is made durable while the next statement starts, and nothing the
+run does outside the process happens before it is durable (docs/durability.md, "One fsync
+per statement of one await").
+
+The runs here are in-process on a file store with ``sync = "fsync"`` whose ``os.fsync``
+takes 30 ms, so that the next statement is well under way while a boundary's fsync runs,
+and every effect notes how many fsyncs were running when it started.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import resumable
+from resumable.config import Config, DurabilitySettings
+from resumable.durability.journal import FrameRecorder
+from resumable.durability.session import RunSession, store_for
+from resumable.errors import StoreError
+from resumable.exec.executor import StreamingPythonExecutor
+from resumable.exec.output import ProgramOutput
+from resumable.store.base import RunMeta
+from resumable.store.heads import read_head
+
+
+class SlowDisk:
+    """``os.fsync`` taking 30 ms; ``running`` counts the fsyncs in progress.
+
+    ``fail_in_background``: the first fsync run off the event loop's thread (a boundary's)
+    fails with EIO.
+    """
+
+    def __init__(self, *, fail_in_background: bool = False) -> None:
+        self.running = 0
+        self.fail_in_background = fail_in_background
+        self._lock = threading.Lock()
+        self._real = os.fsync
+
+    def fsync(self, fd: int) -> None:
+        background = threading.current_thread() is not threading.main_thread()
+        with self._lock:
+            self.running += 1
+            failing = self.fail_in_background and background
+            if failing:
+                self.fail_in_background = False
+        try:
+            time.sleep(0.03)
+            if failing:
+                raise OSError(errno.EIO, "Input/output error")
+            self._real(fd)
+        finally:
+            with self._lock:
+                self.running -= 1
+
+
+class Effects:
+    """What the program calls, each noting the fsyncs in progress when it started."""
+
+    def __init__(self, disk: SlowDisk) -> None:
+        self.disk = disk
+        self.seen: list[tuple[str, int]] = []
+
+    def namespace(self) -> dict[str, Any]:
+        seen, disk = self.seen, self.disk
+
+        async def tool(n: int) -> int:
+            seen.append((f"tool {n}", disk.running))
+            return n * 10
+
+        @resumable.step
+        def charge(n: int) -> int:
+            seen.append((f"charge {n}", disk.running))
+            return n
+
+        @resumable.step
+        async def ship(n: int) -> int:
+            seen.append((f"ship {n}", disk.running))
+            return n
+
+        def look() -> None:
+            seen.append(("program code", disk.running))
+
+        return {"tool": tool, "charge": charge, "ship": ship, "look": look}
+
+
+async def run_program(
+    folder: Path, source: str, effects: Effects, monkeypatch: pytest.MonkeyPatch
+) -> RunSession:
+    config = Config(durability=DurabilitySettings(store="file", path=str(folder), sync="fsync"))
+    store = store_for(config.durability, config)
+    await store.__aenter__()
+    meta = RunMeta("r", program="<program>", kind="script")
+    session = await RunSession.create(
+        store, config, meta, {"program": "<program>", "kind": "script", "source": ""}, env={}
+    )
+    namespace = effects.namespace()
+    recorder = FrameRecorder(session.manager, "main", namespace, session.snapshotter)
+    executor = StreamingPythonExecutor(
+        namespace, hook=recorder, observer=recorder, filename="<program>"
+    )
+    monkeypatch.setattr(os, "fsync", effects.disk.fsync)
+    try:
+        with ProgramOutput(hold=True).installed():
+            result = await executor.run(source)
+        assert result.error is None, result.error.message
+    finally:
+        try:
+            await session.close()
+        finally:
+            monkeypatch.undo()
+            await store.__aexit__(None, None, None)
+    return session
+
+
+PROGRAM = """\
+a = await tool(1)
+look()
+b = await tool(2)
+look()
+c = charge(3)
+look()
+d = await ship(4)
+look()
+"""
+
+
+async def test_every_effect_starts_once_the_boundary_before_it_is_durable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    effects = Effects(SlowDisk())
+    session = await run_program(tmp_path / "store", PROGRAM, effects, monkeypatch)
+    started = [name for name, _ in effects.seen]
+    assert started == [
+        "tool 1",
+        "program code",
+        "tool 2",
+        "program code",
+        "charge 3",
+        "program code",
+        "ship 4",
+        "program code",
+    ]
+    effect_saw = [running for name, running in effects.seen if name != "program code"]
+    assert effect_saw == [0, 0, 0, 0]  # no fsync in progress: all before them is durable
+    # ... while program code went on during the fsync of the boundary before it
+    assert any(running for name, running in effects.seen if name == "program code")
+    # and the run ended with every record acknowledged
+    assert effects.disk.running == 0
+    head = read_head(tmp_path / "store" / "runs" / "r" / "head")
+    assert head == session.manager.state.seq
+
+
+FAILING = """\
+a = await tool(1)
+for n in (2, 3):
+    try:
+        await tool(n)
+    except Exception as exc:
+        print("swallowed", type(exc).__name__)
+look()
+"""
+
+
+async def test_a_failed_background_fsync_stops_the_run_even_if_the_program_catches_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    effects = Effects(SlowDisk(fail_in_background=True))  # tool 1's statement
+    with pytest.raises(StoreError, match="Input/output error"):
+        await run_program(tmp_path / "store", FAILING, effects, monkeypatch)
+    # neither tool 2 nor tool 3 started: each stopped at its barrier, and the program's
+    # `except Exception` could not make the run go on past the failed record
+    assert [name for name, _ in effects.seen] == ["tool 1"]
+    assert "swallowed" not in capsys.readouterr().out
