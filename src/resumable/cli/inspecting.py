@@ -159,9 +159,10 @@ def show_command(
                 out.print(f"    {name} = {value}", markup=False)
             for name, reason in frame.lost.items():
                 out.print(f"    {name} = <lost: {reason}>", markup=False)
-        if frame.in_flight:
+        if frame.completed_awaits:
             out.print(
-                f"  completed awaits of the statement in progress: {', '.join(frame.in_flight)}",
+                "  completed awaits of the statement in progress: "
+                f"{', '.join(frame.completed_awaits)}",
                 markup=False,
             )
         out.print("  executed:", markup=False)
