@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextvars
 import io
+import os
 import pickle
 import sys
 
@@ -29,6 +30,21 @@ def test_the_text_stream_attributes_are_the_real_streams() -> None:
     assert out.isatty() is False
     assert out.writable()
     assert not out.readable()
+
+
+def test_the_binary_layer_answers_as_the_real_stream() -> None:
+    """A terminal's descriptor, as ``sys.stdout.buffer`` reports it to the program."""
+    controller, terminal = os.openpty()
+    try:
+        with open(terminal, "w", encoding="utf-8") as real:
+            out = _Router(real)
+            assert out.buffer.isatty()
+            assert out.isatty()
+            assert out.buffer.fileno() == out.fileno() == terminal
+            assert out.buffer.writable()
+            assert out.buffer.raw is real.buffer.raw
+    finally:
+        os.close(controller)
 
 
 def test_reconfigure_changes_the_real_stream() -> None:

@@ -6,6 +6,7 @@ import base64
 import hashlib
 import hmac
 import os
+import zlib
 from typing import Any
 
 import msgpack
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 from resumable.durability.crypto import Cipher, generate_key
 from resumable.durability.records import SCHEMA_VERSION, Record, RecordCodec
 from resumable.errors import (
+    CorruptRecordError,
     DecryptionError,
     IntegrityError,
     RecordTooLargeError,
@@ -31,12 +33,13 @@ def record(body: dict[str, Any] | None = None, *, run_id: str = "run-1", seq: in
     )
 
 
-def forge(
-    payload: dict[str, object], *, version: int = 1, codec: int = 0, key: bytes = KEY
-) -> bytes:
-    """A sealed record as a writer holding the key (e.g. a future resumable) would make it."""
+def forge(payload: object, *, version: int = 1, codec: int = 0, key: bytes = KEY) -> bytes:
+    """A sealed record as a writer holding the key (e.g. a future resumable) would make it.
+
+    ``bytes`` are sealed as they are: a payload that is not msgpack at all.
+    """
     header = bytes((version, codec))
-    packed = msgpack.packb(payload, use_bin_type=True)
+    packed = payload if isinstance(payload, bytes) else msgpack.packb(payload, use_bin_type=True)
     return header + hmac.new(key, header + packed, hashlib.sha256).digest() + packed
 
 
@@ -154,6 +157,29 @@ def test_unknown_codec_tag_is_refused_not_guessed() -> None:
 def test_unknown_schema_version_is_refused() -> None:
     with pytest.raises(RecordVersionError, match="schema version 2"):
         RecordCodec(KEY).open(forge(envelope(v=2)))
+
+
+NOT_MSGPACK = b"\xc1"
+"""A byte msgpack never uses."""
+
+
+@pytest.mark.parametrize(
+    ("forged", "message"),
+    [
+        (forge(NOT_MSGPACK), "its envelope cannot be decoded"),
+        (forge([1, 2]), "its envelope is not a map"),
+        (forge(envelope(body=[1, 2])), "its body is not a map"),
+        (forge(envelope(body=zlib.compress(NOT_MSGPACK)), codec=1), "its body cannot be decoded"),
+        (forge(envelope(body=zlib.compress(msgpack.packb(3))), codec=1), "its body is not a map"),
+    ],
+)
+def test_an_authentic_record_that_does_not_decode_is_corrupt_not_forged(
+    forged: bytes, message: str
+) -> None:
+    with pytest.raises(
+        CorruptRecordError, match=f"record 7 of run run-1 is authentic but {message}"
+    ):
+        RecordCodec(KEY).open(forged, run_id="run-1", seq=7)
 
 
 # -- size limit and compression -------------------------------------------------------

@@ -15,6 +15,7 @@ from typing import Any
 from resumable.config import Config
 from resumable.durability.interleaving import replay_order
 from resumable.durability.journal import FrameRecorder
+from resumable.durability.progress import RunProgress
 from resumable.durability.recovery import line_at
 from resumable.durability.session import (
     RunOutcome,
@@ -30,9 +31,6 @@ from resumable.exec.output import ProgramOutput
 from resumable.store.base import RunMeta
 
 CHUNK = 4096
-
-ProgressCallback = Callable[[int, int], None]
-"""Called with (statements run, records written) after each statement."""
 
 
 def read_script(path: Path) -> str:
@@ -89,10 +87,13 @@ async def exec_script(
     *,
     env: Mapping[str, str],
     run_id: str | None = None,
-    progress: ProgressCallback | None = None,
     on_start: Callable[[str], None] | None = None,
+    watch: RunProgress | None = None,
 ) -> RunOutcome:
-    """Run a script from its start; durably unless ``[durability] enabled = false``."""
+    """Run a script from its start; durably unless ``[durability] enabled = false``.
+
+    ``watch`` is told of each statement the script runs.
+    """
     source = read_script(path)
     if not config.durability.enabled:
         executor = StreamingPythonExecutor(filename=str(path))
@@ -106,7 +107,7 @@ async def exec_script(
         if on_start is not None:
             on_start(session.run_id)
         try:
-            return await drive_script(session, config, env=env, progress=progress)
+            return await drive_script(session, config, env=env, watch=watch)
         finally:
             await session.close()
 
@@ -116,7 +117,7 @@ async def drive_script(
     config: Config,
     *,
     env: Mapping[str, str],
-    progress: ProgressCallback | None = None,
+    watch: RunProgress | None = None,
     **_: Any,
 ) -> RunOutcome:
     """Run the script from where the session's state stands to its end."""
@@ -149,8 +150,8 @@ async def drive_script(
     )
     recorder.set_previous_namespace(frame.ns)
     observer: Any = recorder
-    if progress is not None:
-        observer = _Progress(recorder, session, progress)
+    if watch is not None:
+        observer = _Progress(recorder, session, watch)
     executor = StreamingPythonExecutor(
         namespace, hook=recorder, observer=observer, filename=state.program
     )
@@ -194,10 +195,10 @@ def _finished(session: RunSession) -> RunOutcome:
 class _Progress:
     """Observer wrapper that reports progress after each statement."""
 
-    def __init__(self, inner: FrameRecorder, session: RunSession, report: ProgressCallback) -> None:
+    def __init__(self, inner: FrameRecorder, session: RunSession, watch: RunProgress) -> None:
         self.inner = inner
         self.session = session
-        self.report = report
+        self.watch = watch
         self.count = 0
 
     async def statement_started(self, statement: Any, index: int) -> None:
@@ -209,7 +210,7 @@ class _Progress:
     async def statement_finished(self, statement: Any, index: int, error: Any) -> None:
         await self.inner.statement_finished(statement, index, error)
         self.count += 1
-        self.report(self.count, self.session.manager.written)
+        self.watch.statement_done(self.session.manager.written, statements=self.count)
 
 
 __all__ = ["drive_script", "exec_script", "read_script"]

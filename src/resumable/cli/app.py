@@ -25,7 +25,7 @@ from resumable.durability import hashseed
 from resumable.durability.records import RecordCodec
 from resumable.durability.session import RunOutcome, codec_for, store_for
 from resumable.durability.stopping import StopRequested
-from resumable.errors import ResumableError
+from resumable.errors import ResumableError, UsageError
 from resumable.store.base import CheckpointStore
 
 T = TypeVar("T")
@@ -167,6 +167,16 @@ def _config(path: Path | None) -> Config:
     try:
         return load_config(path, env=os.environ)
     except ResumableError as error:
+        _fail(error)
+
+
+def _since(text: str | None) -> float | None:
+    """``--since`` as a time (None when not given); a text that is neither fails the command."""
+    from resumable.durability.history import parse_since
+
+    try:
+        return parse_since(text) if text else None
+    except UsageError as error:
         _fail(error)
 
 

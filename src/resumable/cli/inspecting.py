@@ -18,6 +18,7 @@ from resumable.cli.app import (
     _fail,
     _records,
     _run,
+    _since,
     app,
     err,
 )
@@ -65,14 +66,10 @@ def runs_command(
 
     Example: resumable runs --status crashed --status waiting --since 1d --limit 20
     """
-    from resumable.durability.history import parse_since
     from resumable.durability.runs import list_runs
 
     config = _config(config_path)
-    try:
-        since_time = parse_since(since) if since else None
-    except UsageError as error:
-        _fail(error)
+    since_time = _since(since)
 
     async def go() -> list[Any]:
         async with store_for(config.durability, config) as store:
@@ -162,9 +159,10 @@ def show_command(
                 out.print(f"    {name} = {value}", markup=False)
             for name, reason in frame.lost.items():
                 out.print(f"    {name} = <lost: {reason}>", markup=False)
-        if frame.in_flight:
+        if frame.completed_awaits:
             out.print(
-                f"  completed awaits of the statement in progress: {', '.join(frame.in_flight)}",
+                "  completed awaits of the statement in progress: "
+                f"{', '.join(frame.completed_awaits)}",
                 markup=False,
             )
         out.print("  executed:", markup=False)

@@ -11,14 +11,13 @@ from resumable.cli.app import (
     ConfigOption,
     JsonOption,
     _config,
-    _fail,
     _records,
     _run,
+    _since,
     app,
     err,
 )
 from resumable.durability.history import StepEntry
-from resumable.errors import UsageError
 
 
 @app.command("cancel")
@@ -81,13 +80,10 @@ def steps_command(
 
     Example: resumable steps 20260501-120000-ab12cd --kind await --since 1h
     """
-    from resumable.durability.history import format_entries, parse_since, run_steps
+    from resumable.durability.history import format_entries, run_steps
 
     config = _config(config_path)
-    try:
-        since_time = parse_since(since) if since else None
-    except UsageError as error:
-        _fail(error)
+    since_time = _since(since)
 
     async def go() -> tuple[list[StepEntry], list[str]]:
         async with _records(config) as (store, codec):

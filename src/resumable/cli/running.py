@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
+from functools import partial
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol
 
 import typer
 
@@ -27,6 +28,7 @@ from resumable.cli.examples import resolve_program
 from resumable.cli.progress import EventsOption, QuietOption, StatusDisplay
 from resumable.config import Config
 from resumable.durability import hashseed
+from resumable.durability.progress import RunProgress
 from resumable.durability.session import RunOutcome, codec_for, store_for
 from resumable.errors import UsageError
 
@@ -49,20 +51,8 @@ def run_command(
     """
     from resumable.playbooks.runner import run_program
 
-    async def launch(
-        path: Path, config: Config, status: StatusDisplay, on_start: Callable[[str], None]
-    ) -> RunOutcome:
-        return await run_program(
-            path,
-            config,
-            env=os.environ,
-            run_id=run_id,
-            no_input=no_input,
-            on_start=on_start,
-            watch=status.progress,
-        )
-
-    _start(program, ".pb", launch, config_path, quiet, events, json_out)
+    launch = partial(run_program, no_input=no_input)  # and the keywords `exec` gives its driver
+    _start(program, ".pb", launch, run_id, config_path, quiet, events, json_out)
 
 
 _COMMAND_FOR = {".pb": ("run", "a playbook program"), ".py": ("exec", "a Python script")}
@@ -95,38 +85,35 @@ def exec_command(
     """
     from resumable.script import exec_script
 
-    async def launch(
-        path: Path, config: Config, status: StatusDisplay, on_start: Callable[[str], None]
-    ) -> RunOutcome:
-        return await exec_script(
-            path,
-            config,
-            env=os.environ,
-            run_id=run_id,
-            progress=_counted(status),
-            on_start=on_start,
-        )
-
-    _start(script, ".py", launch, config_path, quiet, events, json_out)
+    _start(script, ".py", exec_script, run_id, config_path, quiet, events, json_out)
 
 
-# What `run` and `exec` each start: their driver, given the resolved program, the config,
-# the status display and the callback that announces the run's id.
-Launch = Callable[
-    [Path, Config, StatusDisplay, Callable[[str], None]], Coroutine[Any, Any, RunOutcome]
-]
+class Launch(Protocol):
+    """What `run` and `exec` each start: their driver, from the program's first statement."""
+
+    def __call__(
+        self,
+        path: Path,
+        config: Config,
+        *,
+        env: Mapping[str, str],
+        run_id: str | None,
+        on_start: Callable[[str], None],
+        watch: RunProgress,
+    ) -> Coroutine[Any, Any, RunOutcome]: ...
 
 
 def _start(
     program: Path,
     suffix: str,
     launch: Launch,
+    run_id: str | None,
     config_path: Path | None,
     quiet: bool,
     events: str | None,
     json_out: bool,
 ) -> None:
-    """The start-up `run` and `exec` share, around the driver that ``launch`` calls.
+    """The start-up `run` and `exec` share, around the driver ``launch``.
 
     The program must have the command's ``suffix``; the hash seed is pinned before
     anything else (the process may start again with it); the run's id is announced on
@@ -142,7 +129,12 @@ def _start(
         _announce(run)
         status.started(run)
 
-    _finish(_watched(status, lambda: launch(program, config, status, started)), json_out=json_out)
+    def go() -> Coroutine[Any, Any, RunOutcome]:
+        return launch(
+            program, config, env=os.environ, run_id=run_id, on_start=started, watch=status.progress
+        )
+
+    _finish(_watched(status, go), json_out=json_out)
 
 
 @app.command("resume")
@@ -230,7 +222,6 @@ def resume_command(
                 accept_loss=accept_loss,
                 force=force,
                 watch=status.progress,
-                progress=_counted(status),
             )
 
     with status.installed():
@@ -251,13 +242,6 @@ def _status(config: Config, quiet: bool, events: str | None) -> StatusDisplay:
 
 def _announce(run_id: str) -> None:
     err.print(f"run: {run_id}", markup=False)
-
-
-def _counted(status: StatusDisplay) -> Callable[[int, int], None]:
-    """The script driver's report (statements, checkpoints), passed to the status display."""
-    return lambda statements, checkpoints: status.progress.statement_done(
-        checkpoints, statements=statements
-    )
 
 
 def _watched(

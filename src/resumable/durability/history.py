@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
@@ -41,16 +41,7 @@ class StepEntry:
     value: str
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "seq": self.seq,
-            "time": self.time,
-            "duration": self.duration,
-            "frame": self.frame,
-            "kind": self.kind,
-            "key": self.key,
-            "site": self.site,
-            "value": self.value,
-        }
+        return asdict(self)
 
 
 def parse_since(text: str, *, now: float | None = None) -> float:

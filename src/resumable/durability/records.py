@@ -178,18 +178,9 @@ class RecordCodec:
         """Verify, then decode. ``run_id``/``seq`` (if given) must be where the record was sealed."""
         where = _describe(run_id, seq)
         codec, payload = self._verify(data, where, (), run_id=run_id, seq=seq)
-        try:
-            envelope = msgpack.unpackb(payload, raw=False, strict_map_key=False)
-        except Exception as exc:  # authentic but undecodable: a writer bug, not tampering
-            raise CorruptRecordError(
-                f"{where} is authentic but its envelope cannot be decoded ({exc})",
-                run_id=run_id,
-                seq=seq,
-            ) from None
-        if not isinstance(envelope, dict):
-            raise CorruptRecordError(
-                f"{where} is authentic but its envelope is not a map", run_id=run_id, seq=seq
-            )
+        envelope = _map(
+            _decoded(payload, "envelope", where, run_id, seq), "envelope", where, run_id, seq
+        )
         if envelope.get("v") != SCHEMA_VERSION:
             raise _schema_error(envelope.get("v"), where, run_id, seq)
         if not envelope.keys() >= _ENVELOPE_KEYS:
@@ -210,18 +201,7 @@ class RecordCodec:
             plain = self._unpack_value(
                 codec, body, _record_aad(env_run, env_seq), where, run_id=env_run, seq=env_seq
             )
-            try:
-                body = msgpack.unpackb(plain, raw=False, strict_map_key=False)
-            except Exception as exc:  # authentic, decrypted, yet not msgpack: a writer bug
-                raise CorruptRecordError(
-                    f"{where} is authentic but its body cannot be decoded ({exc})",
-                    run_id=run_id,
-                    seq=seq,
-                ) from None
-        if not isinstance(body, dict):
-            raise CorruptRecordError(
-                f"{where} is authentic but its body is not a map", run_id=run_id, seq=seq
-            )
+            body = _decoded(plain, "body", where, run_id, seq)
         return Record(
             env_run,
             env_seq,
@@ -229,7 +209,7 @@ class RecordCodec:
             envelope["frame"],
             envelope["time"],
             envelope["epoch"],
-            body,
+            _map(body, "body", where, run_id, seq),
         )
 
     # -- blobs ----------------------------------------------------------------------
@@ -338,6 +318,28 @@ def _describe(run_id: str | None, seq: int | None) -> str:
     if run_id is not None:
         return f"a record of run {run_id}"
     return f"record {seq}" if seq is not None else "record"
+
+
+def _decoded(
+    data: bytes | memoryview, part: str, where: str, run_id: str | None, seq: int | None
+) -> Any:
+    """msgpack ``data`` of an authentic record: undecodable means a writer bug, not tampering."""
+    try:
+        return msgpack.unpackb(data, raw=False, strict_map_key=False)
+    except Exception as exc:
+        raise CorruptRecordError(
+            f"{where} is authentic but its {part} cannot be decoded ({exc})",
+            run_id=run_id,
+            seq=seq,
+        ) from None
+
+
+def _map(value: Any, part: str, where: str, run_id: str | None, seq: int | None) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise CorruptRecordError(
+            f"{where} is authentic but its {part} is not a map", run_id=run_id, seq=seq
+        )
+    return value
 
 
 def _schema_error(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from resumable.durability import explain
@@ -43,16 +43,8 @@ class RunRow:
     """Why a ``damaged`` run's metadata cannot be read (``resumable repair`` fixes it)."""
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "program": self.program,
-            "kind": self.kind,
-            "status": self.status,
-            "records": self.records,
-            "last_checkpoint": self.last_checkpoint,
-            "created": self.created,
-            "problem": self.problem,
-        }
+        """Every field but ``updated``, which sorts the list but is not shown."""
+        return {name: value for name, value in asdict(self).items() if name != "updated"}
 
 
 SORTS = ("created", "updated", "status", "program", "records")
@@ -135,28 +127,15 @@ class FrameView:
     executed: str
     remaining: str
     marker_line: int
-    in_flight: list[str]
+    completed_awaits: list[str]
+    """Sites of the statement in progress whose awaits completed before it stopped."""
     variables: dict[str, str]
     lost: dict[str, str]
     llm_calls: list[dict[str, Any]] = field(default_factory=list)
     step: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "frame_id": self.frame_id,
-            "playbook": self.playbook,
-            "parent": self.parent,
-            "turn": self.turn,
-            "statement": self.statement,
-            "executed": self.executed,
-            "remaining": self.remaining,
-            "marker_line": self.marker_line,
-            "completed_awaits": self.in_flight,
-            "variables": self.variables,
-            "lost": self.lost,
-            "llm_calls": self.llm_calls,
-            "step": self.step,
-        }
+        return asdict(self)
 
 
 @dataclass
@@ -167,28 +146,16 @@ class RunView:
     status: str
     seq: int
     problems: list[str]
-    frames: list[FrameView]
     detail: dict[str, Any]
     question: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
     lineage: list[dict[str, Any]] = field(default_factory=list)
     attempts: dict[str, Any] = field(default_factory=dict)
+    frames: list[FrameView] = field(default_factory=list)
+    """The call stack, outermost first; last, so that ``--json`` lists it after the rest."""
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "program": self.program,
-            "kind": self.kind,
-            "status": self.status,
-            "seq": self.seq,
-            "problems": self.problems,
-            "detail": self.detail,
-            "question": self.question,
-            "error": self.error,
-            "lineage": self.lineage,
-            "attempts": self.attempts,
-            "frames": [f.to_json() for f in self.frames],
-        }
+        return asdict(self)
 
 
 async def show_run(
@@ -260,12 +227,12 @@ async def show_run(
         status,
         state.seq,
         loaded.problems,
-        frames,
         state.detail,
         question=explain.question(state, status),
         error=explain.failure(state, loaded.meta, status),
         lineage=await explain.lineage(store, loaded.meta),
         attempts=explain.attempts(loaded.meta),
+        frames=frames,
     )
 
 
@@ -310,7 +277,7 @@ class GarbageReport:
     pruned_records: int
 
     def to_json(self) -> dict[str, Any]:
-        return {"deleted_runs": self.deleted_runs, "pruned_records": self.pruned_records}
+        return asdict(self)
 
 
 async def collect_garbage(

@@ -13,28 +13,56 @@ from resumable.durability.state import AwaitEntry, FrameState, RunState, TurnSta
 
 __all__ = ["state_from_dict", "state_to_dict"]
 
+_RUN_FIELDS = (
+    "run_id",
+    "program",
+    "kind",
+    "source",
+    "entry",
+    "status",
+    "detail",
+    "answers",
+    "asks",
+    "agent",
+    "seq",
+    "last_event_seq",
+    "output",
+    "counted_output",
+    "last_await",
+    "time",
+)
+"""Fields of :class:`RunState` a snapshot holds as they are, under their own names."""
+
+_FRAME_FIELDS = (
+    "playbook",
+    "parent",
+    "args",
+    "turn",
+    "next_index",
+    "offset",
+    "ns",
+    "ns_blobs",
+    "lost",
+    "journal_stmt",
+    "errors",
+    "returned",
+    "result",
+    "last_seq",
+    "task_names",
+    "output",
+    "agent",
+)
+"""Fields of :class:`FrameState` a snapshot holds as they are, under their own names."""
+
+
+def _copied(source: RunState | FrameState, names: tuple[str, ...]) -> dict[str, Any]:
+    return {name: getattr(source, name) for name in names}
+
 
 def state_to_dict(state: RunState) -> dict[str, Any]:
     """The folded state as a snapshot record holds it (msgpack-ready)."""
-    return {
-        "run_id": state.run_id,
-        "program": state.program,
-        "kind": state.kind,
-        "source": state.source,
-        "entry": state.entry,
-        "status": state.status,
-        "detail": state.detail,
-        "answers": state.answers,
-        "asks": state.asks,
-        "agent": state.agent,
-        "seq": state.seq,
-        "last_event_seq": state.last_event_seq,
-        "output": state.output,
-        "counted_output": state.counted_output,
-        "last_await": state.last_await,
-        "time": state.time,
-        "frames": [_frame_to_dict(f) for f in state.frames.values()],
-    }
+    frames = [_frame_to_dict(f) for f in state.frames.values()]
+    return {**_copied(state, _RUN_FIELDS), "frames": frames}
 
 
 def state_from_dict(data: dict[str, Any]) -> RunState:
@@ -85,33 +113,17 @@ def _journal_of(items: list[list[Any]]) -> dict[int | str, AwaitEntry]:
 def _frame_to_dict(frame: FrameState) -> dict[str, Any]:
     return {
         "id": frame.frame_id,
-        "playbook": frame.playbook,
-        "parent": frame.parent,
-        "args": frame.args,
+        **_copied(frame, _FRAME_FIELDS),
         "turns": [
             [t.index, t.text, t.complete, t.prompt, t.usage, t.ms, t.reply_filter, t.fix, t.retries]
             for t in frame.turns
         ],
-        "turn": frame.turn,
-        "next_index": frame.next_index,
-        "offset": frame.offset,
-        "ns": frame.ns,
-        "ns_blobs": frame.ns_blobs,
-        "lost": frame.lost,
         "journal": _entries(frame.journal),
-        "journal_stmt": frame.journal_stmt,
         "window": None
         if frame.window is None
         else [[t, i, _entries(journal)] for (t, i), journal in frame.window.items()],
         "window_start": None if frame.window_start is None else list(frame.window_start),
         "marks": [[t, i, seq] for (t, i), seq in frame.marks.items()],
-        "errors": frame.errors,
-        "returned": frame.returned,
-        "result": frame.result,
-        "last_seq": frame.last_seq,
-        "task_names": frame.task_names,
-        "output": frame.output,
-        "agent": frame.agent,
     }
 
 

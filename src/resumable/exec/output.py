@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, TextIO
 
-from resumable.exec.wrapped_stream import WrappedStream
+from resumable.exec.wrapped_stream import StandIn, WrappedStream
 
 _current: contextvars.ContextVar[ProgramOutput | None] = contextvars.ContextVar(
     "resumable_output", default=None
@@ -63,12 +63,13 @@ class _Router(WrappedStream):
         raise TypeError("this output stream is no longer sys.stdout or sys.stderr")
 
 
-class _BufferRouter(io.BufferedIOBase):
+class _BufferRouter(StandIn, io.BufferedIOBase):
     """``sys.stdout.buffer`` as the program sees it: bytes go through the text layer."""
 
     def __init__(self, text: _Router) -> None:
         super().__init__()
         self.text = text
+        self.real = text.real
 
     def write(self, data: Any) -> int:
         view = memoryview(data)
@@ -78,7 +79,7 @@ class _BufferRouter(io.BufferedIOBase):
             # Not text in the stream's encoding: written as it is, after what was printed,
             # outside the once-only accounting of text (a replay may write it again).
             self.text.flush()
-            self.text.real.buffer.write(view)
+            self.real.buffer.write(view)
             self.text.dirty = True
         else:
             self.text.write(text)  # counted, held and muted like printed text
@@ -86,22 +87,13 @@ class _BufferRouter(io.BufferedIOBase):
 
     def flush(self) -> None:
         self.text.flush()
-        buffer = getattr(self.text.real, "buffer", None)
+        buffer = getattr(self.real, "buffer", None)
         if buffer is not None:
             buffer.flush()
 
-    def writable(self) -> bool:
-        return True
-
-    def isatty(self) -> bool:
-        return self.text.isatty()
-
-    def fileno(self) -> int:
-        return self.text.fileno()
-
     @property
     def raw(self) -> Any:
-        return getattr(self.text.real.buffer, "raw", None)
+        return getattr(self.real.buffer, "raw", None)
 
 
 def standard_stream(name: str) -> Any:

@@ -12,15 +12,10 @@ import io
 from typing import Any, TextIO
 
 
-class WrappedStream(io.TextIOBase):
-    """The text-stream API of ``real``; a subclass says how writes go there (``write``)."""
+class StandIn:
+    """A stream in front of ``real``, text or binary: it answers what it is as ``real`` would."""
 
-    def __init__(self, real: TextIO) -> None:
-        super().__init__()
-        self.real = real
-
-    def flush(self) -> None:
-        self.real.flush()
+    real: TextIO
 
     def writable(self) -> bool:
         return True
@@ -30,6 +25,17 @@ class WrappedStream(io.TextIOBase):
 
     def fileno(self) -> int:
         return self.real.fileno()
+
+
+class WrappedStream(StandIn, io.TextIOBase):
+    """The text-stream API of ``real``; a subclass says how writes go there (``write``)."""
+
+    def __init__(self, real: TextIO) -> None:
+        super().__init__()
+        self.real = real
+
+    def flush(self) -> None:
+        self.real.flush()
 
     @property
     def encoding(self) -> str:  # type: ignore[override]

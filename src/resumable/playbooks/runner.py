@@ -100,17 +100,9 @@ async def run_program(
         if on_start is not None:
             on_start(session.run_id)
         try:
-            runtime = PlaybookRuntime(
-                session,
-                config,
-                program,
-                provider,
-                interactive=plain or _interactive(config, no_input),
-                progress=watch,
-            )
-            return await runtime.run()
+            interactive = plain or _interactive(config, no_input)
+            return await _drive(session, config, program, provider, interactive, watch)
         finally:
-            await provider.aclose()
             await session.close()
 
 
@@ -154,20 +146,29 @@ async def drive_playbook(
         path = Path(state.program)
         program = parse_program(state.source, path)
         provider = _provider(config, path, env)
-        try:
-            runtime = PlaybookRuntime(
-                session,
-                config,
-                program,
-                provider,
-                interactive=_interactive(config, no_input),
-                progress=watch,
-            )
-            return await runtime.run()
-        finally:
-            await provider.aclose()
+        return await _drive(
+            session, config, program, provider, _interactive(config, no_input), watch
+        )
     finally:
         await session.close()
+
+
+async def _drive(
+    session: RunSession,
+    config: Config,
+    program: Program,
+    provider: LLMProvider,
+    interactive: bool,
+    watch: RunProgress | None,
+) -> RunOutcome:
+    """The agent loop in ``session`` until the run ends or waits; the provider is closed after."""
+    try:
+        runtime = PlaybookRuntime(
+            session, config, program, provider, interactive=interactive, progress=watch
+        )
+        return await runtime.run()
+    finally:
+        await provider.aclose()
 
 
 register_driver("playbook", drive_playbook)
