@@ -78,7 +78,11 @@ def pin_hash_seed(config: Config) -> None:
     """A new run hashes with its store's seed, unless ``PYTHONHASHSEED`` already pins one (or
     durability is off: then nothing is recorded, and no store is opened)."""
     if config.durability.enabled and hashseed.seed_from_env(os.environ) is None:
-        pin_store_seed(store_for(config.durability, config), config)
+        try:
+            store = store_for(config.durability, config)
+        except ResumableError as error:  # a store whose extra is missing, a bad URL
+            _fail(error)
+        pin_store_seed(store, config)
 
 
 def pin_store_seed(store: CheckpointStore, config: Config) -> None:

@@ -20,7 +20,7 @@ from resumable.cli.app import (
     pin_store_seed,
 )
 from resumable.durability.session import codec_for, store_for
-from resumable.errors import ConfigError
+from resumable.errors import ResumableError
 
 
 @app.command("worker")
@@ -51,7 +51,7 @@ def worker_command(
     config = _config(config_path)
     try:
         store = fleet_store(store_for(config.durability, config), "worker")
-    except ConfigError as error:
+    except ResumableError as error:  # not a fleet store, a missing extra, a bad URL
         _fail(error)
     pin_store_seed(store, config)
     _run(lambda: serve(config, env=os.environ, concurrency=concurrency, poll_seconds=poll))
