@@ -146,9 +146,9 @@ async def drive_script(
         order=replay_order([frame]),
         marks=frame.marks,
         task_names=frame.task_names,
+        namespace_pickle=frame.ns,
         on_live=output.go_live if legacy else None,
     )
-    recorder.set_previous_namespace(frame.ns)
     observer: Any = recorder
     if watch is not None:
         observer = _Progress(recorder, session, watch)

@@ -10,11 +10,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.embedded import ROOT, run_program
 
 import resumable
 from resumable.errors import UsageError
 
-ROOT = Path(__file__).resolve().parents[2]
 PROGRAM = Path(__file__).with_name("program.py")
 POSTGRES_URL = os.environ.get(
     "RESUMABLE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
@@ -22,32 +22,17 @@ POSTGRES_URL = os.environ.get(
 REDIS_URL = os.environ.get("RESUMABLE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 
 
-def run_program(folder: Path, crash_after: int | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "RESUMABLE_DURABILITY_SYNC": "flush"}
-    env.pop("RESUMABLE_CRASH_AFTER", None)
-    if crash_after is not None:
-        env["RESUMABLE_CRASH_AFTER"] = str(crash_after)
-    return subprocess.run(
-        [sys.executable, str(PROGRAM), str(folder / "store"), str(folder / "ledger")],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
 def test_a_killed_program_resumes_with_every_effect_once(tmp_path: Path) -> None:
     (tmp_path / "clean").mkdir()
-    clean = run_program(tmp_path / "clean")
+    clean = run_program(PROGRAM, tmp_path / "clean")
     assert clean.returncode == 0, clean.stderr
     ledger = (tmp_path / "clean" / "ledger").read_text()
     n, tried = 1, 0
     while True:  # records 1 and 2, then every 8th, until the run completes
         folder = tmp_path / f"crash-{n}"
         folder.mkdir()
-        crashed = run_program(folder, crash_after=n)
-        resumed = run_program(folder)
+        crashed = run_program(PROGRAM, folder, crash_after=n)
+        resumed = run_program(PROGRAM, folder)
         assert resumed.returncode == 0, resumed.stderr
         if resumed.stdout.count("\n") == 1:  # killed after its last record: only reported
             assert resumed.stdout == clean.stdout.splitlines(keepends=True)[-1]
@@ -63,8 +48,8 @@ def test_a_killed_program_resumes_with_every_effect_once(tmp_path: Path) -> None
 
 
 def test_a_finished_run_is_reported_and_never_run_again(tmp_path: Path) -> None:
-    assert run_program(tmp_path).returncode == 0
-    again = run_program(tmp_path)
+    assert run_program(PROGRAM, tmp_path).returncode == 0
+    again = run_program(PROGRAM, tmp_path)
     assert again.returncode == 0, again.stderr
     assert again.stdout == "completed 'dear customer, your total is 70'\n"
     assert (tmp_path / "ledger").read_text().count("pay ada") == 2

@@ -16,8 +16,8 @@ from resumable.errors import CodeError
 from resumable.exec.statement import Statement
 
 if TYPE_CHECKING:
-    from resumable.durability.checkpoints import CheckpointManager
     from resumable.durability.snapshot import Snapshotter
+    from resumable.durability.writer import RecordWriter
 
 __all__ = ["Boundaries"]
 
@@ -38,7 +38,7 @@ class Boundaries:
 
     def __init__(
         self,
-        manager: CheckpointManager,
+        manager: RecordWriter,
         frame_id: str,
         namespace: dict[str, Any],
         snapshotter: Snapshotter,

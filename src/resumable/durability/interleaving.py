@@ -22,7 +22,7 @@ from resumable.durability.recording import legacy_leaves
 from resumable.durability.state import FrameState, Position
 
 if TYPE_CHECKING:
-    from resumable.durability.checkpoints import CheckpointManager
+    from resumable.durability.writer import RecordWriter
 
 __all__ = ["Interleaving", "replay_order"]
 
@@ -53,7 +53,7 @@ class Interleaving:
 
     def __init__(
         self,
-        manager: CheckpointManager,
+        manager: RecordWriter,
         frame_id: str,
         order: ReplayOrder | None,
         marks: dict[Position, int] | None,
@@ -82,6 +82,16 @@ class Interleaving:
                 await order.until(order.last)
         if mark is None and (manager.tasks_running() or manager.last_await > self._ended_at):
             manager.add_lazily("start", self._frame_id, {"t": position[0], "i": position[1]})
+
+    def waits(self, position: Position, *, replayed: bool) -> bool:
+        """Whether :meth:`start` will wait for results of other tasks (turns of the loop)."""
+        order = self._order
+        if order is None or order.done:
+            return False
+        mark = self._marks.get(position)
+        if mark is not None:
+            return not order.next_is(mark)
+        return self._manager.tasks_running() and not replayed
 
     def ended(self) -> None:
         """The frame's statement is over: results from now on arrive between statements."""

@@ -9,10 +9,9 @@ answered from the log, in the order the results arrived before the crash
 (:mod:`resumable.durability.order`), without being made again. The site recorded at a key
 must be the site replay reaches there, else the run stops with NonDeterminismError.
 
-An await the hook lets through costs nothing: :meth:`FrameRecorder.await_` is a plain
-function that returns a program coroutine itself. Replay discards the awaitable it does not
-need (a coroutine is closed before it ever ran, a future cancelled). A result that cannot
-be pickled is journaled as "not replayable" and that await runs again on resume.
+An await the hook lets through costs nothing (:meth:`FrameRecorder.await_` returns a program
+coroutine itself); replay discards the awaitable it does not need. A result that cannot be
+pickled is journaled as "not replayable" and that await runs again on resume.
 """
 
 from __future__ import annotations
@@ -56,8 +55,8 @@ from resumable.exec.output import program_output_position, seek_program_output
 from resumable.exec.streaming import Statement
 
 if TYPE_CHECKING:
-    from resumable.durability.checkpoints import CheckpointManager
     from resumable.durability.snapshot import Snapshotter
+    from resumable.durability.writer import RecordWriter
 
 T = TypeVar("T")
 
@@ -71,7 +70,7 @@ class FrameRecorder(HookBase):
 
     def __init__(
         self,
-        manager: CheckpointManager,
+        manager: RecordWriter,
         frame_id: str,
         namespace: dict[str, Any],
         snapshotter: Snapshotter,
@@ -86,6 +85,7 @@ class FrameRecorder(HookBase):
         on_answer: Callable[[str], None] | None = None,
         rerun: Callable[[str], bool] | None = None,
         task_names: int = 0,
+        namespace_pickle: bytes | None = None,
     ) -> None:
         self.manager = manager
         self.frame_id = frame_id
@@ -101,6 +101,7 @@ class FrameRecorder(HookBase):
         self._generations = Generations()
         self._on_live = on_live
         self._boundaries = Boundaries(manager, frame_id, namespace, snapshotter, exclude, extras)
+        self._boundaries.previous(namespace_pickle, task_names)  # what the log holds already
         self._on_answer = on_answer
         """Told the idempotency key of each await replay answers from the log."""
         self._rerun = rerun
@@ -112,10 +113,6 @@ class FrameRecorder(HookBase):
         self._live = False
         self._task_names = task_names
         self._key_prefix = f"{manager.run_id}/{frame_id}/"
-
-    def set_previous_namespace(self, data: bytes | None) -> None:
-        """The namespace pickle the log already holds, so an unchanged one is not rewritten."""
-        self._boundaries.previous(data, self._task_names)
 
     # -- what task cursors report to (resumable.durability.tasks.KeyedJournal) ---------
     def live(self, cursor: TaskCursor) -> bool:
@@ -181,12 +178,27 @@ class FrameRecorder(HookBase):
 
     # -- statements -----------------------------------------------------------------
     async def statement_started(self, statement: Statement, index: int) -> None:
+        install_task_keys(asyncio.get_running_loop())
+        await self.take_place(index)
+        self.begin(statement, index)
+
+    def waits(self, index: int) -> bool:
+        """Whether statement ``index`` must wait for its place among recorded results."""
+        return self._interleaving.waits((self.turn, index), replayed=self._replayed_at(index))
+
+    async def take_place(self, index: int) -> None:
+        """Wait for statement ``index``'s place among the results replay releases."""
+        await self._interleaving.start((self.turn, index), replayed=self._replayed_at(index))
+
+    def _replayed_at(self, index: int) -> bool:
+        return bool(self._replay.get((self.turn, index)))
+
+    def begin(self, statement: Statement, index: int) -> None:
+        """Statement ``index`` starts in the running task: its awaits are journaled now."""
         self._index = index
         self._tail_site = tail_await_site(statement)
         self._generation += 1
-        install_task_keys(asyncio.get_running_loop())
         position = (self.turn, index)
-        await self._interleaving.start(position, replayed=bool(self._replay.get(position)))
         self._live = True
         self._generations.begin(self._generation, position, self._replay.pop(position, {}))
         set_cursor(TaskCursor(self, self._generation))
@@ -204,12 +216,20 @@ class FrameRecorder(HookBase):
     async def statement_finished(
         self, statement: Statement, index: int, error: CodeError | None
     ) -> None:
-        leftover = self._end_statement()
-        if leftover:
+        self.end(statement, index)
+        await self.write_boundary(statement, index, error)
+
+    def end(self, statement: Statement, index: int) -> None:
+        """Statement ``index`` finished: replay must have reached every result it recorded."""
+        if leftover := self._end_statement():
             first = min(leftover.values(), key=lambda entry: entry.seq)
             if self._order is not None:
                 self._order.cancel()
             raise site_missed(self.frame_id, index, statement.line, first)
+
+    async def write_boundary(
+        self, statement: Statement, index: int, error: CodeError | None = None
+    ) -> None:
         await self._boundaries.write(
             self.turn, index, statement, error, live=self._window_open(), tasks=self._task_names
         )
@@ -218,11 +238,8 @@ class FrameRecorder(HookBase):
         """A boundary saves no namespace while a task runs, or while a frame further out
         replays from before such a task (its replay runs this frame's code again)."""
         manager = self.manager
-        return bool(
-            self._generations.open
-            or manager.tasks_running()
-            or manager.state.window_beyond(self.frame_id)
-        )
+        beyond = manager.state.window_beyond(self.frame_id)
+        return bool(self._generations.open or manager.tasks_running() or beyond)
 
     # -- awaits -----------------------------------------------------------------------
     def will_replay(self) -> bool:

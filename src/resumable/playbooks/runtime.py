@@ -267,8 +267,8 @@ class PlaybookRuntime:
             on_answer=self._call_answered,
             rerun=self._runs_again,
             task_names=frame.task_names,
+            namespace_pickle=frame.ns,
         )
-        recorder.set_previous_namespace(frame.ns)
         self._maybe_live(frame, replaying=bool(replay))
         token = self._current.set(recorder)
         try:

@@ -21,14 +21,19 @@ import ast
 import asyncio
 import builtins
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from resumable.durability.embedded.journal import StatementJournal
 from resumable.durability.embedded.outcome import CapturedOutput, Failure, Outcome
 from resumable.durability.embedded.steps import StepHook, bind_tool
 from resumable.durability.embedded.turn import OUTPUT, Turn
+from resumable.durability.embedded.writes import CodeFrameWrites
+from resumable.durability.interleaving import replay_order
+from resumable.durability.journal import FrameRecorder
+from resumable.durability.state import FrameState
+from resumable.durability.tasks import install_task_keys
 from resumable.exec.hooks import HOOK_NAME
+from resumable.exec.streaming import Statement
 
 if TYPE_CHECKING:
     from resumable.durability.embedded.run import DurableRun
@@ -59,7 +64,9 @@ class DurableExecutor:
         self.hook = StepHook(self)
         self.namespace[HOOK_NAME] = self.hook
         self.namespace[OUTPUT] = CapturedOutput()
-        self.journal = self._journal(run)
+        self.writes: CodeFrameWrites | None = None
+        self.recorder: FrameRecorder | None = None
+        """The frame's journal, made when the first turn that runs starts (see _open)."""
         self.tools: dict[str, Callable[..., Any]] = {}
         self._stop = stop_signal
         self._final_tool = final_tool
@@ -78,13 +85,6 @@ class DurableExecutor:
             self.tools[name] = tool
             self.namespace[name] = self._bound(name, tool)
 
-    def _journal(self, run: DurableRun | None) -> StatementJournal | None:
-        if run is None:
-            return None
-        journal = StatementJournal(run, self.frame_id)
-        journal.namespace = lambda: self.namespace
-        return journal
-
     def _bound(self, name: str, tool: Callable[..., Any]) -> Callable[..., Any]:
         step = bind_tool(name, tool)
         stop = self._stop
@@ -101,7 +101,7 @@ class DurableExecutor:
     def attach(self, run: DurableRun | None) -> None:
         """Make the executor durable in ``run`` (or plain again with None), from its next turn."""
         self.run = run
-        self.journal = self._journal(run)
+        self.writes = self.recorder = None
         self._turns = 0
         self._restored = False
         self._turn = None
@@ -151,20 +151,61 @@ class DurableExecutor:
         run = self.run
         if run is None:
             self.namespace[OUTPUT] = CapturedOutput()
-            return Turn(self, index, None, recorded=None)
-        done = run.journal(f"exec:{self.frame_id}").recorded(index)
+            return Turn(self, index, recorded=None)
+        done = run.journal(f"exec:{self.frame_id}").recorded(index) is not None
         frame = run.state_frame(self.frame_id)
         recorded = frame.turns[index] if frame is not None and index < len(frame.turns) else None
-        if done is None and not self._restored:
-            self._restored = True
-            if frame is not None and frame.ns is not None:
-                run.restore(frame, self.namespace)
-                for name, tool in self.tools.items():
-                    self.namespace[name] = self._bound(name, tool)
-        turn = Turn(self, index, frame, recorded=recorded, done=done is not None)
-        if turn.skip == 0:
+        start = (0, 0, 0) if frame is None or not frame.turns else frame.resume_point()
+        # Inside a replay window finished turns run again; else a finished turn only
+        # returns its outcome, and the first that did not finish starts where it stood.
+        replays = frame is not None and frame.window is not None and index >= start[0]
+        if done and not replays:
+            return Turn(self, index, recorded=recorded, done=True)
+        if self.recorder is None:
+            self._open(run, frame, start[0])
+        skip = start[1] if index == start[0] else 0
+        if skip == 0:
             self.namespace[OUTPUT] = CapturedOutput()
-        return turn
+        return Turn(self, index, recorded=recorded, done=done, replays=replays, skip=skip)
+
+    def _open(self, run: DurableRun, frame: FrameState | None, turn: int) -> None:
+        """The namespace as of the frame's resume point, and the journal of its statements."""
+        if frame is not None and frame.ns is not None:
+            run.restore(frame, self.namespace)
+            for name, tool in self.tools.items():
+                self.namespace[name] = self._bound(name, tool)
+        self.writes = CodeFrameWrites(run)
+        self.recorder = FrameRecorder(
+            self.writes,
+            self.frame_id,
+            self.namespace,
+            run.session_or_fail().snapshotter,
+            turn=turn,
+            replay=None if frame is None else frame.replay_journals(),
+            order=None if frame is None else replay_order([frame]),
+            marks=None if frame is None else frame.marks,
+            exclude=self.exclude(),
+            task_names=0 if frame is None else frame.task_names,
+            namespace_pickle=None if frame is None else frame.ns,
+        )
+
+    # -- statements (what a turn asks of the frame's journal) -------------------------------
+    def enter(self, statement: Statement, index: int) -> None:
+        """Statement ``index`` starts: at its place among recorded results, when replayed."""
+        recorder = self.recorder
+        assert recorder is not None
+        if recorder.waits(index):  # results of the code's tasks arrived before it started
+            loop = self.program_loop()
+            install_task_keys(loop)
+            loop.run_until_complete(recorder.take_place(index))
+        else:
+            _at_once(recorder.take_place(index))
+        recorder.begin(statement, index)
+
+    def leave(self, statement: Statement, index: int) -> None:
+        """Statement ``index`` finished: its boundary record waits for the next write."""
+        assert self.recorder is not None
+        _at_once(self.recorder.write_boundary(statement, index))
 
     def program_loop(self) -> asyncio.AbstractEventLoop:
         """The loop that runs statements with top-level awaits (on the caller's thread)."""
@@ -176,6 +217,16 @@ class DurableExecutor:
         if self._program_loop is not None:
             self._program_loop.close()
             self._program_loop = None
+
+
+def _at_once(step: Coroutine[Any, Any, None]) -> None:
+    """Run a journal step that never waits (its writes return once durable), here and now."""
+    try:
+        step.send(None)
+    except StopIteration:
+        return
+    step.close()
+    raise RuntimeError("a journal step of an embedded run waited on a loop it does not have")
 
 
 def _checked_import(check: Callable[[str, bool], None]) -> Callable[..., Any]:

@@ -122,7 +122,7 @@ class DurableRun:
         self._blobs: dict[str, bytes] = {}
         self._journals: dict[str, HostJournal] = {}
         self._closed = False
-        self._has_executor = False
+        self._executor: DurableExecutor | None = None
 
     # -- opening ---------------------------------------------------------------------------
     async def _open(self) -> None:
@@ -203,14 +203,14 @@ class DurableRun:
         """The run's code executor (frame ``main``), with ``tools`` bound as steps."""
         from resumable.durability.embedded.executor import DurableExecutor
 
-        if self._has_executor:
+        if self._executor is not None:
             raise UsageError(
                 f"run {self.run_id} has its executor already: keep the first one "
                 "(a second would feed the same frame from the start)",
                 run_id=self.run_id,
             )
-        self._has_executor = True
-        return DurableExecutor(self, tools=tools)
+        self._executor = DurableExecutor(self, tools=tools)
+        return self._executor
 
     def llm(self, call: Callable[..., R], *, name: str = "llm") -> DurableLLM[R]:
         """``call`` (any function or client method returning a whole response), journaled."""
@@ -279,6 +279,8 @@ class DurableRun:
         if self._closed:
             return
         self._closed = True
+        if self._executor is not None:
+            self._executor.close()  # its loop: the code's tasks end with the run's process
         try:
             if self.session is not None:
                 self.loop.call(self.session.close())

@@ -1,10 +1,12 @@
 """One turn of a :class:`~resumable.durability.embedded.executor.DurableExecutor`.
 
-A turn records its text before any of it runs, runs its statements (skipping those a
-crashed process finished, replaying the one it was in), and queues each statement's
-boundary record until the next statement starts or the turn ends - so the boundary of
-the last statement and the turn's outcome are durable together, and a resume never
-finds a turn run to its end without the value and output it gave.
+A turn records its text before any of it runs and runs its statements (skipping those a
+crashed process finished, replaying the one it was in) through the frame's recorder, whose
+boundary records wait until the next statement starts or the turn ends - so the boundary of
+the last statement and the turn's outcome are durable together, and a resume never finds a
+turn run to its end without the value and output it gave. A turn that finished before the
+crash returns its recorded outcome; inside a replay window (a task the code spawned ran on
+past its statement) its statements run again first, as program code against the journal.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import dataclasses
 import inspect
 from typing import TYPE_CHECKING, Any
 
-from resumable.durability.embedded.journal import Diverged
+from resumable.durability.divergence import ReplayDiverged
 from resumable.durability.embedded.outcome import CapturedOutput, Failure, Outcome
 from resumable.errors import NonDeterminismError
 from resumable.exec.hooks import register_program_file
@@ -24,7 +26,6 @@ from resumable.exec.streaming import Statement, StatementSplitter
 if TYPE_CHECKING:
     from resumable.durability.embedded.executor import DurableExecutor
     from resumable.durability.embedded.run import DurableRun
-    from resumable.durability.state import FrameState
 
 OUTPUT = "_print_outputs"
 """The namespace name of the captured output (smolagents' name for it)."""
@@ -34,33 +35,30 @@ _FLAGS = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
 
 
 class Turn:
-    """One turn: its text, its statements, its pending boundary record."""
+    """One turn: its text and its statements."""
 
     def __init__(
         self,
         executor: DurableExecutor,
         index: int,
-        frame: FrameState | None,
         *,
         recorded: Any,
         done: bool = False,
+        replays: bool = False,
+        skip: int = 0,
     ) -> None:
         self.ex = executor
         self.index = index
-        self.frame = frame
         self.recorded: str | None = None if recorded is None else recorded.text
         self.done = done
+        """Its outcome is in the log: it is what the turn returns."""
+        self.runs = not done or replays
+        """Its statements run (again, when it is done: they are in a replay window)."""
         self.text = ""
         self.written = len(self.recorded) if self.recorded is not None else -1
         self.splitter = StatementSplitter()
         self.statement = 0
-        self.skip = 0
-        self.replay_index: int | None = None
-        if recorded is not None and not done and frame is not None and frame.turn == index:
-            self.skip = frame.next_index
-            self.replay_index = frame.journal_stmt
-        self.pending: list[tuple[str, str, dict[str, Any]]] = []
-        self.blobs: dict[str, bytes] = {}
+        self.skip = skip
         self.value: Any = None
         self.failure: Failure | None = None
         self.final = False
@@ -69,7 +67,7 @@ class Turn:
     def feed(self, chunk: str) -> None:
         self.text += chunk
         self._check_recorded()
-        if self.done or self.failure is not None or self.final:
+        if not self.runs or self.failure is not None or self.final:
             return
         try:
             statements = self.splitter.feed(chunk)
@@ -81,26 +79,26 @@ class Turn:
     def finish(self) -> Outcome:
         self._check_recorded(final=True)
         run = self.ex.run
-        if self.done and run is not None:
-            outcome: Outcome = run.journal(f"exec:{self.ex.frame_id}").call("exec", _unreachable)
-            self.ex.namespace[OUTPUT] = CapturedOutput().append(outcome.output)
-            return outcome
-        if self.failure is None and not self.final:
+        if self.runs and self.failure is None and not self.final:
             try:
                 statements = self.splitter.close()
             except SyntaxError as exc:
                 self.failure = Failure.from_syntax(exc)
             else:
                 self._run_all(statements)
+        if self.done and run is not None:
+            outcome: Outcome = run.journal(f"exec:{self.ex.frame_id}").call("exec", _unreachable)
+            self.ex.namespace[OUTPUT] = CapturedOutput().append(outcome.output)
+            return outcome
         outcome = Outcome(self.value, self.ex.output.value, self.failure, final=self.final)
-        if run is not None:
+        writes = self.ex.writes
+        if run is not None and writes is not None:
             self._record_text()
-            self.pending.append(("turn_end", self.ex.frame_id, {"t": self.index}))
+            writes.pending.append(("turn_end", self.ex.frame_id, {"t": self.index}))
             journal = run.journal(f"exec:{self.ex.frame_id}")
             body, blobs = journal.body("exec", _recordable(outcome, run), self.ex.namespace)
-            self.blobs.update(blobs)
-            self.pending.append(("await", journal.frame_id, body))
-            self._write_pending()
+            writes.add_lazily("await", journal.frame_id, body)
+            writes.push(blobs=blobs)
         return outcome
 
     def _check_recorded(self, *, final: bool = False) -> None:
@@ -121,22 +119,18 @@ class Turn:
 
     def _record_text(self) -> None:
         """Queue the turn record and the text not yet recorded (before statements run)."""
+        writes = self.ex.writes
+        if writes is None or self.done:
+            return
         frame_id = self.ex.frame_id
         if self.written < 0:
-            self.pending.append(("turn", frame_id, {"t": self.index, "prompt": None}))
+            writes.add_lazily("turn", frame_id, {"t": self.index, "prompt": None})
             self.written = 0
         if len(self.text) > self.written:
-            self.pending.append(
-                ("chunk", frame_id, {"t": self.index, "text": self.text[self.written :]})
+            writes.add_lazily(
+                "chunk", frame_id, {"t": self.index, "text": self.text[self.written :]}
             )
             self.written = len(self.text)
-
-    def _write_pending(self) -> None:
-        run = self.ex.run
-        if run is not None and self.pending:
-            records, blobs = self.pending, self.blobs
-            self.pending, self.blobs = [], {}
-            run.write(records, blobs)
 
     # -- statements ----------------------------------------------------------------------
     def _run_all(self, statements: list[Statement]) -> None:
@@ -173,23 +167,23 @@ class Turn:
         except SyntaxError as exc:
             self.failure = Failure.from_syntax(exc)
             return
-        if ex.run is not None:
+        if ex.writes is not None:
             self._record_text()
-            self._write_pending()
-        journal = ex.journal
-        if journal is not None:
-            replay = self.frame.journal if (self.frame and index == self.replay_index) else None
-            journal.begin(self.index, index, replay)
+            ex.writes.push()  # the text, and the boundary before it, before any of it runs
+        recorder = ex.recorder
+        if recorder is not None:
+            recorder.turn = self.index
+            ex.enter(statement, index)
         try:
             self._execute(code, segment, statement.line, filename)
         except BaseException:
-            if journal is not None:
-                journal.abandon()  # the statement did not finish: nothing to check
+            if recorder is not None:
+                recorder.statement_aborted(statement, index)  # nothing of it to check
             raise
-        if journal is not None:
+        if recorder is not None:
             try:
-                journal.end(statement.line)
-            except Diverged as diverged:
+                recorder.end(statement, index)
+            except ReplayDiverged as diverged:
                 raise diverged.error from None
         if not self.final:
             self.value = (
@@ -198,8 +192,8 @@ class Turn:
                 else (ex.namespace.get(value_name) if value_name else None)
             )
         ex.namespace.pop(_VALUE, None)
-        if ex.run is not None:
-            self._boundary(statement, index)
+        if recorder is not None:
+            ex.leave(statement, index)
 
     def _execute(self, code: Any, segment: str, line: int, filename: str) -> None:
         """Run the statement; its error or final answer is noted, control signals pass."""
@@ -209,7 +203,7 @@ class Turn:
                 ex.hook.run(eval(code, ex.namespace))
             else:
                 exec(code, ex.namespace)
-        except Diverged as diverged:
+        except ReplayDiverged as diverged:
             raise diverged.error from None
         except Exception as exc:
             self.failure = Failure.from_exception(exc, segment, line, filename)
@@ -218,24 +212,6 @@ class Turn:
                 raise
             self.final = True
             self.value = getattr(exc, "value", None)
-
-    def _boundary(self, statement: Statement, index: int) -> None:
-        """Queue the statement's boundary record (written before the next one runs)."""
-        run = self.ex.run
-        assert run is not None
-        session = run.session_or_fail()
-        capture = session.snapshotter.capture(self.ex.namespace, exclude=self.ex.exclude())
-        self.blobs.update(capture.new_blobs)
-        body: dict[str, Any] = {
-            "t": self.index,
-            "i": index,
-            "end": statement.end,
-            "ns": capture.data,
-        }
-        body["b"] = sorted(capture.blobs)
-        if capture.lost:
-            body["lost"] = capture.lost
-        self.pending.append(("stmt", self.ex.frame_id, body))
 
 
 def _value_target(node: ast.stmt, assignments: bool) -> str | None:

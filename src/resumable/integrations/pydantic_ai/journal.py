@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-from resumable.durability.embedded.journal import Diverged
+from resumable.durability.divergence import ReplayDiverged
 from resumable.errors import NonDeterminismError, UsageError
 
 if TYPE_CHECKING:
@@ -63,7 +63,7 @@ async def _write(run: DurableRun, kind: str, site: str, value: Any) -> None:
 def _recorded(run: DurableRun, kind: str, site: str) -> tuple[bool, Any]:
     try:
         return run.journal(kind).peek(site)
-    except Diverged as diverged:
+    except ReplayDiverged as diverged:
         raise diverged.error from None
 
 

@@ -1,0 +1,50 @@
+"""A task the code keeps running across turns survives a kill at any record of the run.
+
+The code of an embedded run starts a task in one turn and lets it run on in the next ones
+(it moves while later statements await); the task's effects are calls of a tool. Killed
+after any record and opened again, the run gives each turn the outcome an uninterrupted
+run gave and books every effect once: the replay window restores the namespace from
+before the task's statement and runs those statements again, across turns, answering the
+task's awaits and tool calls from the log in the order they arrived.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.embedded import run_program
+
+PROGRAM = Path(__file__).with_name("tasks_program.py")
+
+
+def test_a_task_kept_across_turns_resumes_exactly_after_a_kill_at_any_record(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "clean").mkdir()
+    clean = run_program(PROGRAM, tmp_path / "clean")
+    assert clean.returncode == 0, clean.stderr
+    assert clean.stdout.splitlines()[-2] == "(6, 6) '[0, 10, 20, 30, 40, 50]\\n' None"
+    ledger = (tmp_path / "clean" / "ledger").read_text()
+    assert ledger == "".join(f"book {n}\n" for n in range(6))
+    wrong = []
+    n = 1
+    while True:
+        folder = tmp_path / f"crash-{n}"
+        folder.mkdir()
+        crashed = run_program(PROGRAM, folder, crash_after=n)
+        resumed = run_program(PROGRAM, folder)
+        assert resumed.returncode == 0, (n, resumed.stderr)
+        said = resumed.stdout
+        if said.count("\n") == 1:  # killed after its last record: only reported
+            expected = clean.stdout.splitlines(keepends=True)[-1]
+        else:
+            expected = clean.stdout
+        booked = (folder / "ledger").read_text() if (folder / "ledger").exists() else ""
+        if said != expected or booked != ledger:
+            wrong.append((n, said.splitlines(), booked.splitlines()))
+        if crashed.returncode == 0:
+            break
+        assert crashed.returncode == -9, crashed.stderr
+        n += 1
+    assert n >= 20
+    assert not wrong, f"killed after these records the run went otherwise: {wrong}"
