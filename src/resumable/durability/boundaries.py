@@ -10,6 +10,7 @@ from before that task (see ``docs/durability.md``, Resume).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Collection
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from resumable.errors import CodeError
@@ -22,38 +23,19 @@ if TYPE_CHECKING:
 __all__ = ["Boundaries"]
 
 
+@dataclass(slots=True)
 class Boundaries:
     """Writes the boundary records of one frame's statements."""
 
-    __slots__ = (
-        "_exclude",
-        "_extras",
-        "_frame_id",
-        "_last_ns",
-        "_manager",
-        "_names_recorded",
-        "_namespace",
-        "_snapshotter",
-    )
-
-    def __init__(
-        self,
-        manager: RecordWriter,
-        frame_id: str,
-        namespace: dict[str, Any],
-        snapshotter: Snapshotter,
-        exclude: Collection[str],
-        extras: Callable[[], Awaitable[dict[str, Any]]] | None,
-    ) -> None:
-        self._manager = manager
-        self._frame_id = frame_id
-        self._namespace = namespace
-        self._snapshotter = snapshotter
-        self._exclude = exclude
-        self._extras = extras
-        """Run-level state to carry in the same record (e.g. agent-wide state)."""
-        self._last_ns: bytes | None = None
-        self._names_recorded = 0
+    manager: RecordWriter
+    frame_id: str
+    namespace: dict[str, Any]
+    snapshotter: Snapshotter
+    exclude: Collection[str]
+    extras: Callable[[], Awaitable[dict[str, Any]]] | None
+    """Run-level state to carry in the same record (e.g. agent-wide state)."""
+    _last_ns: bytes | None = field(default=None, init=False)
+    _names_recorded: int = field(default=0, init=False)
 
     def previous(self, data: bytes | None, task_names: int) -> None:
         """What the log already holds: an unchanged namespace or task count is not rewritten."""
@@ -75,10 +57,10 @@ class Boundaries:
         if live:
             body["live"] = True
             self._last_ns = None  # a resume never restores this one
-            await self._manager.write_boundary(self._frame_id, body)
+            await self.manager.write_boundary(self.frame_id, body)
             return
-        capture = self._snapshotter.capture(self._namespace, exclude=self._exclude)
-        await self._manager.put_blobs(capture.new_blobs)
+        capture = self.snapshotter.capture(self.namespace, exclude=self.exclude)
+        await self.manager.put_blobs(capture.new_blobs)
         if capture.data != self._last_ns:
             body["ns"] = self._last_ns = capture.data
             body["b"] = sorted(capture.blobs)
@@ -94,6 +76,6 @@ class Boundaries:
                 "kind": getattr(error, "kind", "exception"),
                 "traceback": getattr(error, "traceback", ""),
             }
-        if self._extras is not None:
-            body.update(await self._extras())
-        await self._manager.write_boundary(self._frame_id, body)
+        if self.extras is not None:
+            body.update(await self.extras())
+        await self.manager.write_boundary(self.frame_id, body)

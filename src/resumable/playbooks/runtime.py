@@ -102,7 +102,7 @@ class PlaybookRuntime:
         self.program = program
         self.provider = provider
         self.progress = progress
-        self.turns = FrameTurns(session, config, program, provider, progress)
+        self.turns = FrameTurns(self)
         self.human = HumanDesk(
             session, interactive=interactive, on_ask=None if progress is None else progress.asking
         )

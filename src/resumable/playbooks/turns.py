@@ -17,7 +17,8 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Mapping
-from typing import Any, NoReturn
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from resumable.config import Config
 from resumable.durability.journal import FrameRecorder
@@ -42,6 +43,9 @@ from resumable.playbooks.prompt import (
     to_wire,
 )
 
+if TYPE_CHECKING:
+    from resumable.playbooks.runtime import PlaybookRuntime
+
 CHUNK_BATCH = 2048
 """Streamed text is recorded at least every this many characters."""
 
@@ -55,23 +59,17 @@ class FrameFailed(BaseException):
         self.frame = frame
 
 
+@dataclass
 class TurnObserver:
     """Records pending reply text before each statement runs, then delegates."""
 
-    def __init__(
-        self,
-        session: RunSession,
-        recorder: FrameRecorder,
-        frame_id: str,
-        progress: RunProgress | None,
-    ) -> None:
-        self.session = session
-        self.recorder = recorder
-        self.frame_id = frame_id
-        self.progress = progress
-        self.turn = 0
-        self.pending: list[str] = []
-        self.pending_chars = 0
+    session: RunSession
+    recorder: FrameRecorder
+    frame_id: str
+    progress: RunProgress | None
+    turn: int = 0
+    pending: list[str] = field(default_factory=list)
+    pending_chars: int = 0
 
     def take_pending(self) -> list[tuple[str, str, dict[str, Any]]]:
         """The chunk record for text not yet recorded (none if there is none)."""
@@ -103,19 +101,13 @@ class TurnObserver:
 class FrameTurns:
     """Runs the turns of one frame until its code returns, ends, waits or fails."""
 
-    def __init__(
-        self,
-        session: RunSession,
-        config: Config,
-        program: Program,
-        provider: LLMProvider,
-        progress: RunProgress | None,
-    ) -> None:
-        self.session = session
-        self.config = config
-        self.program = program
-        self.provider = provider
-        self.progress = progress
+    def __init__(self, runtime: PlaybookRuntime) -> None:
+        """The turns of ``runtime``'s frames: its session, program, model and watcher."""
+        self.session: RunSession = runtime.session
+        self.config: Config = runtime.config
+        self.program: Program = runtime.program
+        self.provider: LLMProvider = runtime.provider
+        self.progress: RunProgress | None = runtime.progress
 
     async def run(
         self,

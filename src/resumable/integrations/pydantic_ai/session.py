@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pydantic_ai.messages import ToolCallPart, ToolReturn
@@ -54,23 +55,15 @@ class CodeExecutor(DurableExecutor):
         return tool
 
 
+@dataclass(kw_only=True)
 class Dispatch:
     """What the snippet's tool functions of one ``run_code`` call hand their calls to."""
 
-    def __init__(
-        self,
-        *,
-        session: CodeSession,
-        parent_id: str,
-        tool_manager: ToolManager[Any],
-        loop: asyncio.AbstractEventLoop,
-        max_tool_calls: int,
-    ) -> None:
-        self.session = session
-        self.parent_id = parent_id
-        self.tool_manager = tool_manager
-        self.loop = loop
-        self.max_tool_calls = max_tool_calls
+    session: CodeSession
+    parent_id: str
+    tool_manager: ToolManager[Any]
+    loop: asyncio.AbstractEventLoop
+    max_tool_calls: int
 
     def next_id(self) -> str:
         """Reserve the next nested call id (at the call, before anything is awaited)."""
