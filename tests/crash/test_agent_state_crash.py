@@ -8,11 +8,9 @@ theirs, so the resumed run says what the uninterrupted one said.
 
 from __future__ import annotations
 
-import json
-import signal
 from pathlib import Path
 
-from tests.playbooks_runtime import cli, write_program
+from tests.playbooks_runtime import kill_at_every_record, write_program
 
 PROGRAM = """\
 # Counter
@@ -59,22 +57,6 @@ def test_a_statement_that_changes_agent_then_calls_a_killed_playbook_changes_it_
     tmp_path: Path,
 ) -> None:
     write_program(tmp_path, "counter", PROGRAM, RESPONSES)
-    done = cli(["run", "counter.pb", "--run-id", "ref"], tmp_path)
-    assert done.code == 0, done.stderr
+    done, wrong = kill_at_every_record(tmp_path, "counter.pb")
     assert done.stdout.splitlines() == EXPECTED
-    runs = json.loads(cli(["runs", "--json"], tmp_path).stdout)
-    (records,) = [row["records"] for row in runs if row["run_id"] == "ref"]
-    wrong = []
-    for point in range(1, records):  # the last record is the final status
-        run_id = f"k{point}"
-        crashed = cli(
-            ["run", "counter.pb", "--run-id", run_id],
-            tmp_path,
-            env={"RESUMABLE_CRASH_AFTER": str(point)},
-        )
-        assert crashed.code == -signal.SIGKILL, (point, crashed.stderr)
-        resumed = cli(["resume", run_id], tmp_path)
-        assert resumed.code == 0, (point, resumed.stderr)
-        if crashed.stdout + resumed.stdout != done.stdout:
-            wrong.append((point, (crashed.stdout + resumed.stdout).splitlines()))
     assert not wrong, f"killed after these records the run said something else: {wrong}"

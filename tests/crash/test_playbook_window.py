@@ -9,12 +9,10 @@ in the order they arrived: the resumed run says what the uninterrupted one said.
 
 from __future__ import annotations
 
-import json
-import signal
 from pathlib import Path
 
 import pytest
-from tests.playbooks_runtime import cli, write_program
+from tests.playbooks_runtime import kill_at_every_record, write_program
 
 # Chunks of a reply arrive 5 ms apart, so the task runs on while the next reply streams.
 STREAMING = "[llm]\nchunk_delay_seconds = 0.005\n"
@@ -112,23 +110,7 @@ def _sweep(
 ) -> list[str]:
     write_program(tmp_path, "ticker", program, responses)
     (tmp_path / "playbooks.toml").write_text(settings)
-    done = cli(["run", "ticker.pb", "--run-id", "ref"], tmp_path)
-    assert done.code == 0, done.stderr
-    runs = json.loads(cli(["runs", "--json"], tmp_path).stdout)
-    (records,) = [row["records"] for row in runs if row["run_id"] == "ref"]
-    wrong = []
-    for point in range(1, records):  # the last record is the final status
-        run_id = f"k{point}"
-        crashed = cli(
-            ["run", "ticker.pb", "--run-id", run_id],
-            tmp_path,
-            env={"RESUMABLE_CRASH_AFTER": str(point)},
-        )
-        assert crashed.code == -signal.SIGKILL, (point, crashed.stderr)
-        resumed = cli(["resume", run_id], tmp_path)
-        said = crashed.stdout + resumed.stdout
-        if resumed.code != 0 or said != done.stdout:
-            wrong.append((point, said.splitlines(), resumed.stderr.strip()[-300:]))
+    done, wrong = kill_at_every_record(tmp_path, "ticker.pb")
     assert not wrong, f"killed after these records the run said something else: {wrong}"
     return done.stdout.splitlines()
 

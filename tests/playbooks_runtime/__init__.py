@@ -7,6 +7,7 @@ run the command line, read ``show --json``.
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -61,3 +62,26 @@ def prompts(view: dict[str, Any], frame_id: str = "main") -> list[str]:
     """The last user message of every LLM call a frame made, in order."""
     (frame,) = [f for f in view["frames"] if f["frame_id"] == frame_id]
     return [call["prompt"][-1][1] for call in frame["llm_calls"]]
+
+
+def kill_at_every_record(cwd: Path, program: str) -> tuple[Result, list[Any]]:
+    """Run ``program`` once whole, then killed after each of its records and resumed.
+
+    Returns the whole run and what went otherwise: (record, what the two processes
+    printed, the end of the resume's stderr) for each kill whose transcript differs.
+    """
+    done = cli(["run", program, "--run-id", "ref"], cwd)
+    assert done.code == 0, done.stderr
+    runs = json.loads(cli(["runs", "--json"], cwd).stdout)
+    (records,) = [row["records"] for row in runs if row["run_id"] == "ref"]
+    wrong: list[Any] = []
+    for point in range(1, records):  # the last record is the final status
+        run_id = f"k{point}"
+        env = {"RESUMABLE_CRASH_AFTER": str(point)}
+        crashed = cli(["run", program, "--run-id", run_id], cwd, env=env)
+        assert crashed.code == -signal.SIGKILL, (point, crashed.stderr)
+        resumed = cli(["resume", run_id], cwd)
+        said = crashed.stdout + resumed.stdout
+        if resumed.code != 0 or said != done.stdout:
+            wrong.append((point, said.splitlines(), resumed.stderr.strip()[-300:]))
+    return done, wrong
