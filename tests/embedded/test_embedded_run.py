@@ -48,7 +48,9 @@ def test_a_killed_program_resumes_with_every_effect_once(tmp_path: Path) -> None
 
 
 def test_a_finished_run_is_reported_and_never_run_again(tmp_path: Path) -> None:
-    assert run_program(PROGRAM, tmp_path).returncode == 0
+    first = run_program(PROGRAM, tmp_path)
+    assert first.returncode == 0
+    assert first.stderr == ""  # nothing left running behind the closed run
     again = run_program(PROGRAM, tmp_path)
     assert again.returncode == 0, again.stderr
     assert again.stdout == "completed 'dear customer, your total is 70'\n"

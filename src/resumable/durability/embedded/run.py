@@ -140,7 +140,6 @@ class DurableRun:
             first = {"program": self.program, "kind": KIND, "source": ""}
             new = RunMeta(self.run_id, program=self.program, kind=KIND)
             self.session = await RunSession.create(store, self.config, new, first, env=self.env)
-            self.session.start_heartbeat(settings.lease_seconds)
             self.state = self.session.state
             return
         if meta.kind != KIND or meta.program != self.program:
