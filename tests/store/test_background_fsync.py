@@ -64,9 +64,9 @@ def head(store: FileStore) -> int | None:
 @pytest.fixture
 async def owned(tmp_path: Path, disk: Disk) -> AsyncIterator[tuple[FileStore, Lease]]:
     """A fsync store whose run ``run-1`` holds record 1 (its segment and folder synced)."""
+    disk.answer.set()  # creating the run and its first append fsync at once
     async with FileStore(tmp_path / "store", sync="fsync") as store:
         lease = await new_run(store)
-        disk.answer.set()
         await store.append("run-1", [rec(1)], lease)
         disk.answer.clear()
         yield store, lease
