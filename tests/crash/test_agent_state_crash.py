@@ -3,14 +3,15 @@
 The statement of Main changes ``agent`` and then calls Inner, which changes it too. A
 kill at any record, inside Inner or after it returned, replays that statement of Main
 from its start: its change must be applied once, and Inner's completed statements keep
-theirs, so the resumed run says what the uninterrupted one said.
+theirs, so the resumed run says what the uninterrupted one said. The suite kills it after
+16 records spread over the run; ``python scripts/playbook_sweep.py`` after every record.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from tests.playbooks_runtime import kill_at_every_record, write_program
+from tests.playbooks_runtime import kill_at_records, write_program
 
 PROGRAM = """\
 # Counter
@@ -57,6 +58,6 @@ def test_a_statement_that_changes_agent_then_calls_a_killed_playbook_changes_it_
     tmp_path: Path,
 ) -> None:
     write_program(tmp_path, "counter", PROGRAM, RESPONSES)
-    done, wrong = kill_at_every_record(tmp_path, "counter.pb")
+    done, wrong = kill_at_records(tmp_path, "counter.pb")
     assert done.stdout.splitlines() == EXPECTED
     assert not wrong, f"killed after these records the run said something else: {wrong}"

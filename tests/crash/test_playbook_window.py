@@ -4,7 +4,9 @@ The LLM's code starts a background task in one response and reads what it did in
 next (while the reply streamed, the task went on), or while a nested playbook runs. A
 resume restores the namespace from before the task's statement and replays every
 statement since, across responses and frames, answering the task's awaits from the log
-in the order they arrived: the resumed run says what the uninterrupted one said.
+in the order they arrived: the resumed run says what the uninterrupted one said. The suite
+kills each run after 16 records spread over it; ``python scripts/playbook_sweep.py`` after
+every record.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.playbooks_runtime import kill_at_every_record, write_program
+from tests.playbooks_runtime import kill_at_records, write_program
 
 # Chunks of a reply arrive 5 ms apart, so the task runs on while the next reply streams.
 STREAMING = "[llm]\nchunk_delay_seconds = 0.005\n"
@@ -110,7 +112,7 @@ def _sweep(
 ) -> list[str]:
     write_program(tmp_path, "ticker", program, responses)
     (tmp_path / "playbooks.toml").write_text(settings)
-    done, wrong = kill_at_every_record(tmp_path, "ticker.pb")
+    done, wrong = kill_at_records(tmp_path, "ticker.pb")
     assert not wrong, f"killed after these records the run said something else: {wrong}"
     return done.stdout.splitlines()
 

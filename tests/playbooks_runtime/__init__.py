@@ -7,12 +7,14 @@ run the command line, read ``show --json``.
 from __future__ import annotations
 
 import json
+import os
 import signal
 from pathlib import Path
 from typing import Any
 
 import tomli_w
 from tests.crash.harness import Result, resumable
+from tests.replay.state_harness import spread
 
 SCENARIO_TRANSCRIPT = [
     "DataAgent → user: Hello!",
@@ -64,8 +66,14 @@ def prompts(view: dict[str, Any], frame_id: str = "main") -> list[str]:
     return [call["prompt"][-1][1] for call in frame["llm_calls"]]
 
 
-def kill_at_every_record(cwd: Path, program: str) -> tuple[Result, list[Any]]:
-    """Run ``program`` once whole, then killed after each of its records and resumed.
+CRASH_POINTS = "RESUMABLE_TEST_CRASH_POINTS"
+"""How many records a crash sweep kills a run after: ``all`` for every one of them."""
+
+
+def kill_at_records(cwd: Path, program: str, points: int = 16) -> tuple[Result, list[Any]]:
+    """Run ``program`` once whole, then killed after each of ``points`` records spread over
+    the run (first and last included; every record with ``RESUMABLE_TEST_CRASH_POINTS=all``,
+    as ``scripts/playbook_sweep.py`` runs them) and resumed each time.
 
     Returns the whole run and what went otherwise: (record, what the two processes
     printed, the end of the resume's stderr) for each kill whose transcript differs.
@@ -74,8 +82,10 @@ def kill_at_every_record(cwd: Path, program: str) -> tuple[Result, list[Any]]:
     assert done.code == 0, done.stderr
     runs = json.loads(cli(["runs", "--json"], cwd).stdout)
     (records,) = [row["records"] for row in runs if row["run_id"] == "ref"]
+    wanted = os.environ.get(CRASH_POINTS, str(points))
+    count = records if wanted == "all" else int(wanted)
     wrong: list[Any] = []
-    for point in range(1, records):  # the last record is the final status
+    for point in spread(records, count):  # the last record, the final status, is left out
         run_id = f"k{point}"
         env = {"RESUMABLE_CRASH_AFTER": str(point)}
         crashed = cli(["run", program, "--run-id", run_id], cwd, env=env)
