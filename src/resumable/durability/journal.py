@@ -378,7 +378,7 @@ class FrameRecorder(HookBase):
         blobs, _ = record_value(body, self.snapshotter, value, self.namespace)
         if blobs:
             await self.manager.put_blobs(blobs)
-        others = self.manager.tasks_running()  # tasks of earlier statements still run
+        others = self.manager.tasks_running()  # tasks the program spawned, of any statement
         ends = ends_statement(cursor, site, self._tail_site, others_running=others)
         await self.manager.write_await(self.frame_id, body, ends_statement=ends)
 

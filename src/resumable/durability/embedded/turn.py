@@ -155,15 +155,11 @@ class Turn:
                 ast.Assign(targets=[ast.Name(_VALUE, ast.Store())], value=last.value), last
             )
             value_name = _VALUE
-        if statement.line > 1:
-            ast.increment_lineno(tree, statement.line - 1)
         filename = f"<{ex.frame_id} code {self.index + 1}>"
-        rewrite_statement(tree, index)
+        rewrite_statement(tree, index, line_offset=statement.line - 1)
         register_program_file(filename)
         try:
-            code = compile(
-                ast.fix_missing_locations(tree), filename, "exec", flags=_FLAGS, dont_inherit=True
-            )
+            code = compile(tree, filename, "exec", flags=_FLAGS, dont_inherit=True)
         except SyntaxError as exc:
             self.failure = Failure.from_syntax(exc)
             return
