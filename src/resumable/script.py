@@ -27,6 +27,7 @@ from resumable.durability.session import (
 from resumable.durability.state import FrameState, RunState
 from resumable.errors import CodeError, ProgramError
 from resumable.exec.executor import StreamingPythonExecutor
+from resumable.exec.loop_run import loop_run_names, refused_loop_run
 from resumable.exec.output import ProgramOutput
 from resumable.store.base import RunMeta
 
@@ -49,36 +50,24 @@ def read_script(path: Path) -> str:
             path=str(path),
             line=exc.lineno,
         ) from None
-    _refuse_loop_start(tree, source, path)
+    _refuse_loop_start(tree, path)
     return source
 
 
-def _refuse_loop_start(tree: ast.Module, source: str, path: Path) -> None:
-    """A top-level ``asyncio.run(main())`` cannot work: the script already runs in a loop."""
-    statements: list[ast.stmt] = list(tree.body)
-    for node in tree.body:
-        if isinstance(node, ast.If):  # if __name__ == "__main__": asyncio.run(main())
-            statements += node.body
-    for node in statements:
-        call = node.value if isinstance(node, ast.Expr | ast.Assign) else None
-        if not (isinstance(call, ast.Call) and _is_asyncio_run(call.func)):
-            continue
-        inner = ast.get_source_segment(source, call.args[0]) if call.args else None
-        fix = f"`await {inner}`" if inner else "an `await` of its coroutine"
-        raise ProgramError(
-            f"{path}:{node.lineno}: asyncio.run() starts an event loop, but resumable already "
-            f"runs the script in one (every statement can await); write {fix} instead",
-            path=str(path),
-            line=node.lineno,
-        )
+def _refuse_loop_start(tree: ast.Module, path: Path) -> None:
+    """An ``asyncio.run`` call that cannot run as an await of its coroutine is refused."""
+    refused = refused_loop_run(tree, loop_run_names(tree))
+    if refused is not None:
+        line, reason = refused
+        raise ProgramError(f"{path}:{line}: {reason}", path=str(path), line=line)
 
 
-def _is_asyncio_run(func: ast.expr) -> bool:
-    if isinstance(func, ast.Attribute):
-        return (
-            func.attr == "run" and isinstance(func.value, ast.Name) and func.value.id == "asyncio"
-        )
-    return False
+def _loop_runs(source: str) -> frozenset[str]:
+    """The names the script calls ``asyncio.run`` by (its calls run as awaits)."""
+    try:
+        return loop_run_names(ast.parse(source))
+    except SyntaxError:  # the executor reports it, at its statement
+        return frozenset()
 
 
 async def exec_script(
@@ -96,7 +85,7 @@ async def exec_script(
     """
     source = read_script(path)
     if not config.durability.enabled:
-        executor = StreamingPythonExecutor(filename=str(path))
+        executor = StreamingPythonExecutor(filename=str(path), loop_runs=_loop_runs(source))
         result = await _feed(executor, source)
         return _outcome("", result.error)
     store = store_for(config.durability, config)
@@ -153,7 +142,11 @@ async def drive_script(
     if watch is not None:
         observer = _Progress(recorder, session, watch)
     executor = StreamingPythonExecutor(
-        namespace, hook=recorder, observer=observer, filename=state.program
+        namespace,
+        hook=recorder,
+        observer=observer,
+        filename=state.program,
+        loop_runs=_loop_runs(source),
     )
     start, offset = frame.resume_point()[1:]
     executor.start_response(offset=offset, line=line_at(source, offset), index=start)

@@ -138,16 +138,31 @@ def test_an_answer_that_is_not_yes_or_no_is_refused_for_approve(tmp_path: Path) 
 
 
 # -- first mistakes ----------------------------------------------------------------------------
-def test_asyncio_run_at_top_level_is_refused_with_the_fix(tmp_path: Path) -> None:
+def test_asyncio_run_main_runs_durably_as_under_python(tmp_path: Path) -> None:
+    """The usual end of an async script runs main() on the run's loop, every await journaled."""
+    (tmp_path / "main.py").write_text(
+        "import asyncio\nimport resumable\n\n\n@resumable.step\nasync def fetch(n):\n"
+        "    return n * 2\n\n\nasync def main():\n    print('hi', await fetch(21))\n"
+        "    return 0\n\n\n"
+        'if __name__ == "__main__":\n    asyncio.run(main())\n'
+    )
+    done = resumable(["exec", "main.py", "--run-id", "m"], tmp_path)
+    assert (done.code, done.stdout) == (0, "hi 42\n"), done.stderr
+    history = look(["steps", "m"], tmp_path)
+    assert "fetch" in history.stdout
+
+
+def test_asyncio_run_with_debug_on_is_refused_with_the_fix(tmp_path: Path) -> None:
     (tmp_path / "main.py").write_text(
         "import asyncio\n\n\nasync def main():\n    print('hi')\n\n\n"
-        'if __name__ == "__main__":\n    asyncio.run(main())\n'
+        'if __name__ == "__main__":\n    asyncio.run(main(), debug=True)\n'
     )
     refused = resumable(["exec", "main.py"], tmp_path)
     assert refused.code == 2
     assert refused.stderr.splitlines() == [
-        "resumable: error: main.py:9: asyncio.run() starts an event loop, but resumable already "
-        "runs the script in one (every statement can await); write `await main()` instead"
+        "resumable: error: main.py:9: asyncio.run(..., debug=...) cannot apply: resumable runs "
+        "the coroutine on the run's own loop, already running; set PYTHONASYNCIODEBUG=1 for "
+        "the run's loop instead"
     ]
     assert not (tmp_path / ".resumable" / "runs").exists() or not any(
         (tmp_path / ".resumable" / "runs").iterdir()

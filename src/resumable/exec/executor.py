@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from resumable.errors import CodeError
 from resumable.exec.hooks import HOOK_NAME, AwaitHook, DirectHook, register_program_file
+from resumable.exec.loop_run import await_loop_runs
 from resumable.exec.rewrite import rewrite_statement
 from resumable.exec.streaming import Statement, StatementSplitter
 
@@ -53,7 +54,9 @@ class StreamingPythonExecutor:
     """A persistent namespace fed by streamed chunks of Python.
 
     ``filename`` names the response in tracebacks (``<response>`` by default);
-    ``hook`` receives every await (the passthrough :class:`DirectHook` if None).
+    ``hook`` receives every await (the passthrough :class:`DirectHook` if None);
+    ``loop_runs``: the names under which the code calls ``asyncio.run``, whose top-level
+    calls become awaits (:mod:`resumable.exec.loop_run`; a script's, see ``loop_run_names``).
     """
 
     def __init__(
@@ -63,6 +66,7 @@ class StreamingPythonExecutor:
         hook: AwaitHook | None = None,
         observer: ExecutionObserver | None = None,
         filename: str = "<response>",
+        loop_runs: frozenset[str] = frozenset(),
     ) -> None:
         self.namespace: dict[str, Any] = {} if namespace is None else namespace
         self.namespace.setdefault("__builtins__", __builtins__)
@@ -70,6 +74,7 @@ class StreamingPythonExecutor:
         self.namespace[HOOK_NAME] = hook if hook is not None else DirectHook()
         self.observer = observer
         self.filename = filename
+        self.loop_runs = loop_runs
         self._stream: list[str] = []
         self._splitter = StatementSplitter()
         self._index = 0
@@ -180,7 +185,9 @@ class StreamingPythonExecutor:
             tree = ast.Module(body=statement.tree, type_ignores=[])
         else:
             tree = ast.parse(statement.source, self.filename, "exec")
-        tree = rewrite_statement(tree, index, line_offset=statement.line - 1)
+        tree = rewrite_statement(
+            await_loop_runs(tree, self.loop_runs), index, line_offset=statement.line - 1
+        )
         register_program_file(self.filename)
         return compile(tree, self.filename, "exec", flags=_FLAGS, dont_inherit=True)
 
