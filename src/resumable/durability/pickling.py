@@ -16,7 +16,6 @@ old checkpoints.
 from __future__ import annotations
 
 import contextlib
-import functools
 import importlib
 import io
 import pickle
@@ -28,6 +27,8 @@ from typing import TYPE_CHECKING, Any, Final
 import cloudpickle
 from cloudpickle import cloudpickle as _cp
 
+from resumable.durability.caches import LRU_CACHE as _LRU_CACHE
+from resumable.durability.caches import make_lru_cache, reduce_cache
 from resumable.durability.lost import LostVariable
 from resumable.durability.resources import RESOURCE_REDUCERS, reduce_resource_subclass
 from resumable.durability.set_order import SetCapture, SetRestorer
@@ -49,7 +50,7 @@ _MISSING: Final = object()
 _ATOMS: Final = frozenset({type(None), bool, int, float, complex, tuple, list})
 _PLAIN_ATOMS: Final = frozenset({type(None), bool, int, float, complex})
 _SKELETONS: Final = (_cp._make_skeleton_class, _cp._make_skeleton_enum)
-_LRU_CACHE: Final = type(functools.lru_cache(maxsize=None)(lambda: None))
+_make_lru_cache: Final = make_lru_cache  # named in checkpoints from before caches kept entries
 _CODE_FILENAME: Final = 10
 """Where ``co_filename`` stands among ``types.CodeType``'s arguments (3.11 to 3.13)."""
 
@@ -81,10 +82,6 @@ def _make_module(name: str, submodules: tuple[str, ...]) -> types.ModuleType:
         with contextlib.suppress(ImportError):
             importlib.import_module(sub)
     return module
-
-
-def _make_lru_cache(func: Any, maxsize: int | None, typed: bool) -> Any:
-    return functools.lru_cache(maxsize=maxsize, typed=typed)(func)
 
 
 def _rebuild_exception(cls: type[BaseException], args: tuple[Any, ...]) -> BaseException:
@@ -264,8 +261,7 @@ class _Pickler(cloudpickle.Pickler):  # type: ignore[misc]
         elif t is types.CodeType:
             return _code_reduce(obj)
         elif t is _LRU_CACHE and getattr(obj.__wrapped__, "__globals__", None) is self.ns:
-            params = obj.cache_parameters()
-            return (_make_lru_cache, (obj.__wrapped__, params["maxsize"], params["typed"]))
+            return reduce_cache(obj, self)
         else:
             rv = reduce_resource_subclass(obj)
             if rv is not None:
