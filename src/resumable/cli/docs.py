@@ -33,7 +33,7 @@ PowerShell) and `--show-completion` prints it.
 | exit code | meaning |
 |---|---|
 | 0 | done |
-| 1 | the program failed (its traceback is on stderr), gave up after `max_attempts`, or was cancelled |
+| 1 | the program failed (its traceback is on stderr), gave up after `max_attempts` attempts in a row without progress, or was cancelled |
 | 2 | usage or configuration error: one line naming the thing and the fix; nothing checkpointed was changed |
 | 3 | waiting for human input (`resumable answer`, then `resumable resume`) |
 

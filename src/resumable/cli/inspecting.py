@@ -116,6 +116,10 @@ def show_command(
 ) -> None:
     """Show a run: what it waits for or died of, its call stack, variables and code.
 
+    A run tried more than once shows its attempts and how many in a row died without
+    progress (no record past the one they started from): [durability] max_attempts limits
+    those, not the attempts.
+
     Example: resumable show --latest --json
     """
     from resumable.durability.runs import RunView, show_run

@@ -157,7 +157,9 @@ def resume_command(
     force: Annotated[
         bool,
         typer.Option(
-            "--force", help="Try once more a run that gave up after [durability] max_attempts."
+            "--force",
+            help="Try once more a run that gave up: [durability] max_attempts attempts in a "
+            "row died without writing a new record.",
         ),
     ] = False,
     quiet: QuietOption = False,
@@ -165,6 +167,10 @@ def resume_command(
     config_path: ConfigOption = None,
 ) -> None:
     """Continue a crashed or waiting run from its last checkpoint.
+
+    A run gives up (ends failed) only when [durability] max_attempts attempts in a row died
+    without writing a record past the one they started from; an attempt that got further
+    starts the count again, so a run killed again and again as it moves on always finishes.
 
     Example: resumable resume --latest
     """

@@ -24,7 +24,12 @@ def story(view: RunView) -> list[str]:
     made = view.attempts.get("made") or 0
     if made > 1:
         last = view.attempts.get("last_error")
-        lines.append(f"attempts: {made}" + (f" (last error: {last})" if last else ""))
+        failed = view.attempts.get("failed_in_a_row") or 0
+        lines.append(
+            f"attempts: {made}; failed in a row without progress: {failed} (max_attempts "
+            "counts these; an attempt that writes a new record starts again from 0)"
+            + (f"; last error: {last}" if last else "")
+        )
     return lines
 
 

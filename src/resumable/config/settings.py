@@ -76,7 +76,7 @@ class DurabilitySettings:
     )
     max_attempts: int = _setting(
         5,
-        "Attempts (start, resumes, claims) that may end in a crash; then the run is failed.",
+        "Attempts in a row that may die without writing a new record; then the run is failed.",
         min=1,
     )
 

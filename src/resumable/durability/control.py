@@ -12,10 +12,14 @@ A cancelled run is never resumed or claimed again.
 Attempts. Every start, resume or claim of a run is an attempt, counted in its metadata
 (``extra["attempts"]``). An attempt that ends without a word (the process was killed)
 leaves the run ``running`` with no owner; the next attempt notes that as the last
-error. Once ``[durability] max_attempts`` attempts were made, the next one marks the
-run ``failed`` with "gave up after N attempts: <last error>" instead of running it, so
-a program that kills its process every time is not picked up forever. ``resume
---force`` allows one more attempt.
+error. What is limited is failure, not work: an attempt that wrote a record past the
+one it started from made progress, and sets the count of failed attempts back to 0;
+one that ended without a word and without progress adds 1. Once
+``[durability] max_attempts`` attempts in a row failed that way, the next one marks
+the run ``failed`` with "gave up after N attempts ..." instead of running it, so a
+program that dies at the same place every time is not picked up forever, while one
+killed again and again as it moves on (spot machines, OOM kills) always finishes.
+``resume --force`` allows one more attempt.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ CANCEL = "cancel"
 ATTEMPTS = "attempts"
 CRASHES = "crashed_attempts"
 OPEN = "attempt_open"
+START = "attempt_from"  # the last record of the log when the current attempt began
 LAST_ERROR = "last_error"
 LAST_ERROR_OF = "last_error_attempt"
 GAVE_UP = "gave_up"
@@ -140,21 +145,33 @@ def attempts(meta: RunMeta) -> int:
     return value if isinstance(value, int) else 0
 
 
-def _ended_badly(meta: RunMeta) -> int:
-    value = meta.extra.get(CRASHES, 0)
-    return (value if isinstance(value, int) else 0) + (1 if meta.extra.get(OPEN) else 0)
+def failures(meta: RunMeta, seq: int) -> int:
+    """Attempts in a row that ended without a word and without progress, the log ending
+    at ``seq``: the open attempt counts if it wrote nothing past the record it began at."""
+    extra = meta.extra
+    crashes = extra.get(CRASHES)
+    crashes = crashes if isinstance(crashes, int) else 0
+    start = extra.get(START)
+    if isinstance(start, int) and seq > start:
+        return 0
+    return crashes + (1 if extra.get(OPEN) else 0)
 
 
 def begin_attempt(extra: dict[str, Any], *, seq: int) -> dict[str, Any]:
-    """The metadata extras of a run starting a new attempt.
+    """The metadata extras of a run starting a new attempt, its log ending at record ``seq``.
 
     An attempt still open when the next one begins did not close its run: its process
-    was killed or crashed, or its worker parked it after an error.
+    was killed or crashed, or its worker parked it after an error. It failed if the log
+    still ends where it began; an attempt that wrote records sets the failures back to 0.
     """
     extra = dict(extra)
     made = extra.get(ATTEMPTS) if isinstance(extra.get(ATTEMPTS), int) else 0
+    start = extra.get(START)
+    if isinstance(start, int) and seq > start:
+        extra[CRASHES] = 0
     if extra.pop(OPEN, False):
-        extra[CRASHES] = int(extra.get(CRASHES) or 0) + 1
+        if not (isinstance(start, int) and seq > start):
+            extra[CRASHES] = int(extra.get(CRASHES) or 0) + 1
         if extra.get(LAST_ERROR_OF) != made:
             extra[LAST_ERROR] = (
                 f"attempt {made} ended without a word after record {seq} "
@@ -162,6 +179,7 @@ def begin_attempt(extra: dict[str, Any], *, seq: int) -> dict[str, Any]:
             )
     extra[ATTEMPTS] = int(made or 0) + 1
     extra[OPEN] = True
+    extra[START] = seq
     extra.pop(GAVE_UP, None)
     return extra
 
@@ -183,12 +201,19 @@ def refuse_cancelled(meta: RunMeta) -> None:
 
 
 async def admit(
-    store: CheckpointStore, codec: RecordCodec, lease: Lease, max_attempts: int, *, force: bool
+    store: CheckpointStore,
+    codec: RecordCodec,
+    lease: Lease,
+    max_attempts: int,
+    *,
+    force: bool,
+    seq: int | None = None,
 ) -> RunMeta:
     """The run's metadata if it may have another attempt (under ``lease``); else mark it.
 
     A cancel request left by a process that died before it saw it is carried out
-    (:class:`RunCancelled`); a run whose attempts are used up is marked failed
+    (:class:`RunCancelled`); a run whose last ``max_attempts`` attempts failed without
+    progress (the log ending at ``seq``, read if not given) is marked failed
     (:class:`AttemptsExhausted`) unless ``force``.
     """
     meta = await store.get_meta(lease.run_id)
@@ -197,12 +222,21 @@ async def admit(
     if reason is not None:
         await mark_cancelled(store, codec, lease, reason)
         raise RunCancelled(f"run {meta.run_id} cancelled: {reason or 'no reason given'}")
-    if force or _ended_badly(meta) < max_attempts:
+    if force:
         return meta
-    extra = begin_attempt(meta.extra, seq=await _last_seq(store, lease.run_id))
+    if seq is None:
+        seq = await _last_seq(store, lease.run_id)
+    failed = failures(meta, seq)
+    if failed < max_attempts:
+        return meta
+    extra = begin_attempt(meta.extra, seq=seq)
     extra.pop(OPEN)
-    made = extra[ATTEMPTS] = extra[ATTEMPTS] - 1
-    message = f"gave up after {made} attempts: {extra.get(LAST_ERROR) or 'no error was recorded'}"
+    extra.pop(START)
+    extra[ATTEMPTS] = extra[ATTEMPTS] - 1
+    message = (
+        f"gave up after {failed} attempts in a row that ended at record {seq} without getting "
+        f"further: {extra.get(LAST_ERROR) or 'no error was recorded'}"
+    )
     extra[GAVE_UP] = message
     await store.put_meta(replace(meta, status="failed", updated_at=time.time(), extra=extra))
     raise AttemptsExhausted(

@@ -86,10 +86,15 @@ async def lineage(store: CheckpointStore, meta: RunMeta) -> list[dict[str, Any]]
     return chain
 
 
-def attempts(meta: RunMeta) -> dict[str, Any]:
+def attempts(meta: RunMeta, seq: int, status: str) -> dict[str, Any]:
+    """Attempts made, and those in a row that failed without progress (what max_attempts
+    limits; the attempt of a run still running is not counted before it ends)."""
     extra = meta.extra
+    crashes = extra.get(control.CRASHES)
+    failed = control.failures(meta, seq) if status == "crashed" else crashes
     return {
         "made": control.attempts(meta),
+        "failed_in_a_row": failed if isinstance(failed, int) else 0,
         "last_error": extra.get(control.LAST_ERROR) or None,
         "cancel": extra.get(control.CANCEL) or None,
     }

@@ -231,7 +231,7 @@ async def show_run(
         question=explain.question(state, status),
         error=explain.failure(state, loaded.meta, status),
         lineage=await explain.lineage(store, loaded.meta),
-        attempts=explain.attempts(loaded.meta),
+        attempts=explain.attempts(loaded.meta, state.seq, status),
         frames=frames,
     )
 

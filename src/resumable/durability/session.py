@@ -217,7 +217,9 @@ class RunSession:
                 await store.release(lease)
             raise
         try:
-            meta = await control.admit(store, codec, lease, settings.max_attempts, force=force)
+            meta = await control.admit(
+                store, codec, lease, settings.max_attempts, force=force, seq=loaded.state.seq
+            )
         except BaseException:
             await store.release(lease)
             raise
