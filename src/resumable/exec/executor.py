@@ -185,9 +185,9 @@ class StreamingPythonExecutor:
             tree = ast.Module(body=statement.tree, type_ignores=[])
         else:
             tree = ast.parse(statement.source, self.filename, "exec")
-        tree = rewrite_statement(
-            await_loop_runs(tree, self.loop_runs), index, line_offset=statement.line - 1
-        )
+        if any(name.rpartition(".")[2] in statement.source for name in self.loop_runs):
+            tree = await_loop_runs(tree, self.loop_runs)  # asyncio.run(main()) -> await main()
+        tree = rewrite_statement(tree, index, line_offset=statement.line - 1)
         register_program_file(self.filename)
         return compile(tree, self.filename, "exec", flags=_FLAGS, dont_inherit=True)
 
