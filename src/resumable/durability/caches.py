@@ -112,6 +112,19 @@ def _picklable(pickler: Any, value: Any) -> bool:
     return True
 
 
+_ATOMS: Final = frozenset({type(None), bool, int, float, complex, str, bytes})
+
+
+def _plain(entry: Entry) -> bool:
+    """Arguments and result are atoms or tuples of atoms: they pickle, no need to try."""
+    args, kwargs, result = entry
+    values = [*args, *kwargs.values(), result]
+    return all(
+        type(v) in _ATOMS or (type(v) is tuple and all(type(i) in _ATOMS for i in v))
+        for v in values
+    )
+
+
 def reduce_cache(wrapper: Any, pickler: Any) -> tuple[Any, ...]:
     """The reduce of a program function's cache wrapper, for ``pickler``: entries and counters
     kept."""
@@ -128,8 +141,11 @@ def reduce_cache(wrapper: Any, pickler: Any) -> tuple[Any, ...]:
         if entries and id(wrapper) not in _CHECKING:  # not already checked further out
             _CHECKING.add(id(wrapper))
             try:
-                if not _picklable(pickler, entries):
-                    kept = [entry for entry in entries if _picklable(pickler, entry)]
+                others = [entry for entry in entries if not _plain(entry)]
+                if others and not _picklable(pickler, others):
+                    kept = [
+                        entry for entry in entries if _plain(entry) or _picklable(pickler, entry)
+                    ]
                     left = len(entries) - len(kept)
                     _warn(f"{left} entries of the cache of {name}() cannot be pickled")
                     entries = kept
