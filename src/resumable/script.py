@@ -85,7 +85,9 @@ async def exec_script(
     """
     source = read_script(path)
     if not config.durability.enabled:
-        executor = StreamingPythonExecutor(filename=str(path), loop_runs=_loop_runs(source))
+        executor = StreamingPythonExecutor(
+            {"__file__": str(path)}, filename=str(path), loop_runs=_loop_runs(source)
+        )
         result = await _feed(executor, source)
         return _outcome("", result.error)
     store = store_for(config.durability, config)
@@ -122,6 +124,7 @@ async def drive_script(
         return RunOutcome(session.run_id, "failed", 1, error.get("traceback") or error["message"])
     namespace: dict[str, Any] = {}
     await session.restore_frame(frame, namespace)
+    namespace.setdefault("__file__", state.program)  # as `python SCRIPT` sets it
     # Logs written before records said how much output they cover: replay is muted
     # until it passes the last record, as it was then.
     legacy = session.resumed and not state.output and _replay_pending(frame, state)

@@ -142,12 +142,12 @@ def test_asyncio_run_main_runs_durably_as_under_python(tmp_path: Path) -> None:
     """The usual end of an async script runs main() on the run's loop, every await journaled."""
     (tmp_path / "main.py").write_text(
         "import asyncio\nimport resumable\n\n\n@resumable.step\nasync def fetch(n):\n"
-        "    return n * 2\n\n\nasync def main():\n    print('hi', await fetch(21))\n"
+        "    return n * 2\n\n\nasync def main():\n    print('hi', await fetch(21), __file__)\n"
         "    return 0\n\n\n"
         'if __name__ == "__main__":\n    asyncio.run(main())\n'
     )
     done = resumable(["exec", "main.py", "--run-id", "m"], tmp_path)
-    assert (done.code, done.stdout) == (0, "hi 42\n"), done.stderr
+    assert (done.code, done.stdout) == (0, "hi 42 main.py\n"), done.stderr
     history = look(["steps", "m"], tmp_path)
     assert "fetch" in history.stdout
 
