@@ -26,12 +26,12 @@ from typing import TYPE_CHECKING, Any
 from pydantic_ai.messages import ToolCallPart, ToolReturn
 from pydantic_ai.tool_manager import ToolManager
 from pydantic_ai.tools import ToolDenied
-from pydantic_core import to_jsonable_python
 
 from resumable.durability.embedded.executor import DurableExecutor
 from resumable.durability.embedded.outcome import Outcome
 from resumable.durability.steps import journaled
 from resumable.errors import ResumableError
+from resumable.integrations.pydantic_ai.values import for_snippet
 
 if TYPE_CHECKING:
     from resumable.durability.embedded.run import DurableRun
@@ -111,7 +111,7 @@ class Dispatch:
             raise RuntimeError(f"Tool {tool_name!r} call denied: {result.message}")
         if isinstance(result, ToolReturn):
             result = result.return_value
-        return to_jsonable_python(result, fallback=repr)
+        return for_snippet(result)
 
 
 class NestedTool:
