@@ -222,3 +222,21 @@ def test_timeout_interrupts_the_statement_in_progress() -> None:
         executor("n = 0\nwhile n >= 0:\n    n = (n + 1) % 1000")
     assert executor("n").output is not None  # the state is there; the executor goes on
     assert executor("1 + 1").output == 2
+
+
+def test_a_timed_out_action_is_journaled_and_the_run_resumes_past_it(tmp_path: Path) -> None:
+    actions = ["n = 0\nwhile True:\n    n += 1", "final_answer('went on')"]
+
+    def agent(model: Model) -> Any:
+        executor = DurablePythonExecutor(timeout_seconds=0.3)
+        built = CodeAgent(tools=[], model=model, executor=executor, verbosity_level=-1)
+        return durable_agent(built, run_id="slow", store=tmp_path)
+
+    with pytest.raises(KeyboardInterrupt):
+        agent(Scripted(actions, stop_at=1)).run("loop")
+    model = Scripted(actions)
+    resumed = agent(model)
+    assert resumed.resume() == "went on"
+    assert model.calls == 1  # the timed-out action came from the log, not from the model
+    first = resumed.memory.steps[1]
+    assert "maximum execution time of 0.3 seconds" in str(first.error)
