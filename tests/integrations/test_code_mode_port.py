@@ -166,3 +166,25 @@ def test_a_tool_that_runs_code_stays_beside_run_code() -> None:
     _run(agent)
     assert agent.seen_tools[0] == ["run_code", "shell"]  # type: ignore[attr-defined]
     assert _returns(seen)[0].content == 3
+
+
+def test_cancelling_the_run_cancels_the_tool_the_code_awaits_and_closes_cleanly() -> None:
+    seen_by_tool: list[str] = []
+
+    async def slow() -> str:
+        """Takes its time."""
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            seen_by_tool.append("cancelled")
+            raise
+        return "late"
+
+    agent = _agent(["await slow()"], [slow], [])
+
+    async def main() -> None:
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(agent.run("go"), 0.5)
+
+    asyncio.run(main())
+    assert seen_by_tool == ["cancelled"]
