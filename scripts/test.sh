@@ -30,3 +30,17 @@ echo "== ruff check"; ruff check src tests scripts examples
 echo "== ruff format --check"; ruff format --check src tests scripts examples
 echo "== mypy"; mypy src/resumable
 echo "== pytest"; python -m pytest "$@"
+
+# The integrations again on the newest pydantic-ai-slim the [pydantic-ai] extra allows (the
+# run above has the oldest, from the dev extra), in a venv kept between runs that sees this
+# environment's packages. smolagents' newest release is the one the dev extra installs.
+NEWEST_PYDANTIC_AI="2.68.0"
+NEWEST_VENV="${RESUMABLE_NEWEST_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/resumable-tests/venv-newest}"
+if [ ! -x "$NEWEST_VENV/bin/python" ]; then
+  python -m venv --system-site-packages "$NEWEST_VENV"
+fi
+# (pip notes that pydantic-ai-harness pins the oldest: the comparison runs use it as it is)
+"$NEWEST_VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
+  "pydantic-ai-slim==$NEWEST_PYDANTIC_AI"
+echo "== pytest tests/integrations/test_pydantic_ai.py on pydantic-ai-slim $NEWEST_PYDANTIC_AI"
+"$NEWEST_VENV/bin/python" -m pytest tests/integrations/test_pydantic_ai.py -p no:cacheprovider

@@ -28,7 +28,15 @@ async def main() -> None:
     parser.add_argument("--harness", action="store_true", help="pydantic-ai-harness CodeMode")
     args = parser.parse_args()
     if args.harness:
-        from pydantic_ai_harness import CodeMode
+        try:
+            from pydantic_ai_harness import CodeMode
+        except ImportError:
+            print(
+                "--harness needs pydantic-ai-harness: pip install 'pydantic-ai-harness[code-mode]'"
+                " (it installs the pydantic-ai-slim version it was built for)",
+                file=sys.stderr,
+            )
+            sys.exit(2)
 
         agent = trip_agent([CodeMode()], args.script)
         result = await agent.run("Plan and book the cheapest trip for ada.")

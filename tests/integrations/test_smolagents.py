@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from smolagents import CodeAgent, LocalPythonExecutor, tool
-from smolagents.local_python_executor import InterpreterError
+from smolagents.local_python_executor import ExecutionTimeoutError, InterpreterError
 from smolagents.memory import ActionStep
 from smolagents.models import ChatMessage, MessageRole, Model
 
@@ -165,3 +165,78 @@ def test_bad_store_and_executor_are_refused(tmp_path: Path) -> None:
         UsageError, match="needs a CodeAgent built with executor=DurablePythonExecutor"
     ):
         durable_agent(plain, run_id="r", store=tmp_path)
+
+
+# -- smolagents' guard rails, on by default ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("code", "imports", "refused"),
+    [
+        ("import random\nrandom._os.system(':')", [], "Forbidden access to module: os"),
+        ("import importlib\nimportlib.import_module('os')", ["importlib"], "module: os"),
+        ("import sys\nsys.modules['os']", ["sys"], "Forbidden access to module: os"),
+        ("from random import _os\n_os", [], "Forbidden access to module: os"),
+        ("().__class__.__base__", [], "Forbidden access to dunder attribute: __base__"),
+        ("getattr((), '__class__')", [], "Forbidden access to dunder attribute: __class__"),
+        ("eval('1 + 1')", [], "Forbidden function evaluation: 'eval'"),
+        ("exec('x = 1')", [], "Forbidden function evaluation: 'exec'"),
+        ("__import__('os')", [], "Forbidden function evaluation: '__import__'"),
+        ("add_two = 3", [], "Cannot assign to name 'add_two': doing this would erase"),
+        ("i = 0\nwhile True:\n    i += 1", [], "iterations in While loop exceeded"),
+    ],
+)
+def test_smolagents_guard_rails_refuse_as_smolagents_does(
+    code: str, imports: list[str], refused: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("smolagents.local_python_executor.MAX_WHILE_ITERATIONS", 50)
+    for executor in (DurablePythonExecutor(imports), LocalPythonExecutor(imports)):
+        executor.send_tools({"add_two": lambda x: x + 2})
+        with pytest.raises(InterpreterError, match=refused):
+            executor(code)
+
+
+def test_base_helpers_are_there_and_guards_false_runs_plain_cpython() -> None:
+    executor = DurablePythonExecutor()
+    executor.send_tools({})
+    assert executor("sqrt(16) + ceil(0.5)").output == 5.0
+    plain = DurablePythonExecutor(guards=False)
+    plain.send_tools({"add_two": lambda x: x + 2})
+    assert plain("import random\nrandom._os.__name__").output == "os"
+    assert plain("add_two = 3\neval('add_two * 2')").output == 6
+
+
+def test_a_function_given_as_final_answer_keeps_its_source() -> None:
+    executor = DurablePythonExecutor()
+    executor.send_tools({"final_answer": lambda value: value})
+    out = executor("def twice(x):\n    return 2 * x\nfinal_answer(twice)")
+    assert out.is_final_answer
+    assert out.output.__source__ == "def twice(x):\n    return 2 * x"
+    assert out.output(4) == 8
+
+
+def test_timeout_interrupts_the_statement_in_progress() -> None:
+    executor = DurablePythonExecutor(timeout_seconds=0.5)
+    executor.send_tools({})
+    with pytest.raises(ExecutionTimeoutError, match=r"maximum execution time of 0\.5 seconds"):
+        executor("for n in range(10**12):\n    pass")  # (a while loop would meet the cap)
+    assert executor("n").output is not None  # the state is there; the executor goes on
+    assert executor("1 + 1").output == 2
+
+
+def test_a_timed_out_action_is_journaled_and_the_run_resumes_past_it(tmp_path: Path) -> None:
+    actions = ["for n in range(10**12):\n    pass", "final_answer('went on')"]
+
+    def agent(model: Model) -> Any:
+        executor = DurablePythonExecutor(timeout_seconds=0.3)
+        built = CodeAgent(tools=[], model=model, executor=executor, verbosity_level=-1)
+        return durable_agent(built, run_id="slow", store=tmp_path)
+
+    with pytest.raises(KeyboardInterrupt):
+        agent(Scripted(actions, stop_at=1)).run("loop")
+    model = Scripted(actions)
+    resumed = agent(model)
+    assert resumed.resume() == "went on"
+    assert model.calls == 1  # the timed-out action came from the log, not from the model
+    first = resumed.memory.steps[1]
+    assert "maximum execution time of 0.3 seconds" in str(first.error)

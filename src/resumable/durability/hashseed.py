@@ -17,11 +17,13 @@ it did not.
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import subprocess
 import sys
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from types import ModuleType
 from typing import Any, Final
 
 from resumable.durability.records import RecordCodec
@@ -29,6 +31,7 @@ from resumable.durability.records import RecordCodec
 __all__ = [
     "ENV",
     "carried",
+    "holds_hashed_set",
     "mismatch",
     "probe_for",
     "queued_fields",
@@ -127,8 +130,9 @@ def mismatch(extra: Mapping[str, Any], env: Mapping[str, str]) -> str | None:
     seed = extra.get("hash_seed")
     if seed is None:
         return (
-            "this run was started without PYTHONHASHSEED, so this process orders sets and dicts "
-            "of strings differently; start runs with PYTHONHASHSEED set (resumable exec/run do)"
+            "this run was started without PYTHONHASHSEED, so this process may iterate a set of "
+            "strings in another order; start the program with PYTHONHASHSEED pinned "
+            "(PYTHONHASHSEED=0 python app.py, each time; resumable exec/run pin it themselves)"
         )
     if seed_from_env(env) == seed:
         return (
@@ -140,3 +144,35 @@ def mismatch(extra: Mapping[str, Any], env: Mapping[str, str]) -> str | None:
         f"this run hashes strings with PYTHONHASHSEED={seed} and this process does not: "
         f"iterating a set may give another order; start the process with PYTHONHASHSEED={seed}"
     )
+
+
+def holds_hashed_set(values: Iterable[Any], depth: int = 4) -> bool:
+    """Whether ``values`` hold a set whose iteration order depends on the hash seed.
+
+    That is a set or frozenset with a string or bytes in it (alone or in a tuple); dict
+    order is insertion order, and numbers hash the same under every seed. The walk goes
+    ``depth`` containers (lists, tuples, dicts, objects' attributes) deep, and looks at the
+    first 10,000 items of each.
+    """
+    for value in itertools.islice(values, 10_000):
+        if isinstance(value, set | frozenset):
+            if any(_seeded(item) for item in itertools.islice(value, 10_000)):
+                return True
+        elif depth > 0:
+            inner: Iterable[Any] | None = None
+            if isinstance(value, list | tuple):
+                inner = value
+            elif isinstance(value, dict):
+                inner = value.values()
+            elif hasattr(value, "__dict__") and not isinstance(value, type | ModuleType):
+                found = getattr(value, "__dict__", None)
+                inner = found.values() if isinstance(found, dict) else None
+            if inner is not None and holds_hashed_set(inner, depth - 1):
+                return True
+    return False
+
+
+def _seeded(item: Any) -> bool:
+    if isinstance(item, str | bytes):
+        return True
+    return isinstance(item, tuple | frozenset) and any(_seeded(i) for i in item)

@@ -110,6 +110,9 @@ class RunSession:
     cancel_reason: str | None = None
     """Set once the run was cancelled while this process drove it (see ``control.py``)."""
     watcher: asyncio.Task[None] | None = None
+    hash_mismatch: str | None = None
+    """Why set order may differ in this process from the run's (``attach(hash_warning=False)``
+    keeps it here for the caller, who knows whether the run's state holds such a set)."""
 
     @property
     def run_id(self) -> str:
@@ -182,6 +185,7 @@ class RunSession:
         lease: Lease | None = None,
         accept_loss: bool = False,
         force: bool = False,
+        hash_warning: bool = True,
     ) -> RunSession:
         """Own an existing run and fold its log (the run must not be live elsewhere).
 
@@ -228,7 +232,7 @@ class RunSession:
         for problem in loaded.problems:
             warnings.warn(problem, RuntimeWarning, stacklevel=2)
         different_hashes = hashseed.mismatch(meta.extra, env)
-        if different_hashes is not None:
+        if different_hashes is not None and hash_warning:
             warnings.warn(different_hashes, RuntimeWarning, stacklevel=2)
         manager = CheckpointManager(
             store,
@@ -257,6 +261,7 @@ class RunSession:
             loaded.problems,
             resumed=True,
         )
+        session.hash_mismatch = different_hashes
         session.start_heartbeat(settings.lease_seconds)
         nondeterminism.install()  # until close(): program calls of the clock etc. journaled
         return session

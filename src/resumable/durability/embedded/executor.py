@@ -52,6 +52,7 @@ class DurableExecutor:
         stop_signal: type[BaseException] | None = None,
         final_tool: str | None = None,
         assignment_values: bool = False,
+        check: Callable[[ast.Module], None] | None = None,
     ) -> None:
         self.run = run
         self.frame_id = frame
@@ -68,6 +69,10 @@ class DurableExecutor:
         self.recorder: FrameRecorder | None = None
         """The frame's journal, made when the first turn that runs starts (see _open)."""
         self.tools: dict[str, Callable[..., Any]] = {}
+        self.hidden: dict[str, Any] = {}
+        """Namespace entries of the embedding program (never checkpointed, set again on resume)."""
+        self.check = check
+        """Called with each statement's tree before it runs: may change it, or raise to refuse it."""
         self._stop = stop_signal
         self._final_tool = final_tool
         self._assignment_values = assignment_values
@@ -84,6 +89,16 @@ class DurableExecutor:
         for name, tool in tools.items():
             self.tools[name] = tool
             self.namespace[name] = self._bound(name, tool)
+
+    def hide(self, name: str, value: Any) -> None:
+        """Put ``value`` in the namespace as ``name``, outside the checkpointed state."""
+        self.hidden[name] = value
+        self.namespace[name] = value
+
+    @property
+    def builtins(self) -> dict[str, Any]:
+        """The builtins the code sees (a copy of Python's, changed for this executor only)."""
+        return self._builtins
 
     def _bound(self, name: str, tool: Callable[..., Any]) -> Callable[..., Any]:
         step = bind_tool(name, tool)
@@ -107,7 +122,7 @@ class DurableExecutor:
         self._turn = None
 
     def exclude(self) -> set[str]:
-        return {"__builtins__", HOOK_NAME, *self.tools}
+        return {"__builtins__", HOOK_NAME, *self.tools, *self.hidden}
 
     @property
     def output(self) -> CapturedOutput:
@@ -174,6 +189,7 @@ class DurableExecutor:
             run.restore(frame, self.namespace)
             for name, tool in self.tools.items():
                 self.namespace[name] = self._bound(name, tool)
+            self.namespace.update(self.hidden)
         self.writes = CodeFrameWrites(run)
         self.recorder = FrameRecorder(
             self.writes,

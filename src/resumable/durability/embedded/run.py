@@ -13,7 +13,9 @@ call that wrote it returns.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
 from resumable.config import Config, load_config
+from resumable.durability import hashseed
 from resumable.durability.embedded.journal import HostJournal
 from resumable.durability.embedded.llm import DurableLLM, DurableStream
 from resumable.durability.embedded.loop import LoopThread
@@ -38,6 +41,10 @@ from resumable.durability.state import FrameState, RunState
 from resumable.errors import RunNotFoundError, UsageError
 from resumable.store.base import CheckpointStore, RunMeta
 from resumable.store.urls import parse_store_url
+
+_log = logging.getLogger("resumable")
+_SETS_MOVED = "may iterate in another order than before the resume"
+"""How set_order's warning starts (a set restored with another table than it had)."""
 
 if TYPE_CHECKING:
     from resumable.durability.embedded.executor import DurableExecutor
@@ -154,7 +161,10 @@ class DurableRun:
             self.state = (await RecoveryCoordinator(store, codec).load(self.run_id)).state
             await self._preload(lambda d: store.get_blob(self.run_id, d), codec.open_blob)
             return
-        session = await RunSession.attach(store, self.config, self.run_id, env=self.env)
+        # Warned about only if the restored state holds a set the seed orders (see restore).
+        session = await RunSession.attach(
+            store, self.config, self.run_id, env=self.env, hash_warning=False
+        )
         self.session, self.state = session, session.state
         if session.state.status in ("completed", "failed"):  # only the meta missed it
             await session.set_status(session.state.status, session.state.detail)  # type: ignore[arg-type]
@@ -270,7 +280,22 @@ class DurableRun:
 
     def restore(self, frame: FrameState, into: dict[str, Any]) -> None:
         """Fill ``into`` with a code frame's namespace at its last finished statement."""
-        self.loop.call(self.session_or_fail().restore_frame(frame, into))
+        session = self.session_or_fail()
+        if session.hash_mismatch is None:
+            self.loop.call(session.restore_frame(frame, into))
+            return
+        # This process hashes strings otherwise: a set of them may iterate in another order,
+        # which the seed explains. Said once, in one line with the fix (how the program is
+        # started), and only when the state holds such a set.
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            self.loop.call(session.restore_frame(frame, into))
+        for found in caught:
+            if _SETS_MOVED not in str(found.message):
+                warnings.warn_explicit(found.message, found.category, found.filename, found.lineno)
+        if hashseed.holds_hashed_set(into.values()):
+            _log.warning("resumable: run %s: %s", self.run_id, session.hash_mismatch)
+            session.hash_mismatch = None
 
     # -- closing -------------------------------------------------------------------------------
     def close(self) -> None:

@@ -155,7 +155,16 @@ class Turn:
                 ast.Assign(targets=[ast.Name(_VALUE, ast.Store())], value=last.value), last
             )
             value_name = _VALUE
+        elif ex._assignment_values and isinstance(last, _BLOCKS):
+            _mark_trailing(last)
+            value_name = _VALUE
         filename = f"<{ex.frame_id} code {self.index + 1}>"
+        if ex.check is not None:
+            try:
+                ex.check(tree)
+            except Exception as exc:
+                self.failure = Failure.from_exception(exc, segment, statement.line, filename)
+                return
         rewrite_statement(tree, index, line_offset=statement.line - 1)
         register_program_file(filename)
         try:
@@ -222,6 +231,39 @@ def _value_target(node: ast.stmt, assignments: bool) -> str | None:
     if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
         return node.name
     return None
+
+
+_BLOCKS = (ast.If, ast.For, ast.While, ast.With, ast.Try)
+
+
+def _mark_trailing(node: ast.stmt) -> None:
+    """Let the last statement run in each branch of a block give the block's value.
+
+    smolagents' rule for a block that ends the code: its value is that of the last
+    statement it ran (an expression, or an assignment to a name).
+    """
+    bodies: list[list[ast.stmt]] = [getattr(node, "body", []), getattr(node, "orelse", [])]
+    if isinstance(node, ast.Try):
+        bodies += [h.body for h in node.handlers]
+    for body in bodies:
+        if not body:
+            continue
+        last = body[-1]
+        if isinstance(last, ast.Expr):
+            body[-1] = ast.copy_location(
+                ast.Assign(targets=[ast.Name(_VALUE, ast.Store())], value=last.value), last
+            )
+        elif isinstance(last, _BLOCKS):
+            _mark_trailing(last)
+        elif (name := _value_target(last, True)) is not None:
+            body.append(
+                ast.copy_location(
+                    ast.Assign(
+                        targets=[ast.Name(_VALUE, ast.Store())], value=ast.Name(name, ast.Load())
+                    ),
+                    last,
+                )
+            )
 
 
 def _recordable(outcome: Outcome, run: DurableRun) -> Outcome:

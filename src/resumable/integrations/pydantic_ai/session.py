@@ -20,21 +20,25 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pydantic_ai.messages import ToolCallPart, ToolReturn
 from pydantic_ai.tool_manager import ToolManager
 from pydantic_ai.tools import ToolDenied
-from pydantic_core import to_jsonable_python
 
 from resumable.durability.embedded.executor import DurableExecutor
 from resumable.durability.embedded.outcome import Outcome
 from resumable.durability.steps import journaled
 from resumable.errors import ResumableError
+from resumable.integrations.pydantic_ai.values import for_snippet
 
 if TYPE_CHECKING:
     from resumable.durability.embedded.run import DurableRun
+
+CANCEL_GRACE_SECONDS = 5.0
+"""How long a cancelled run waits for its snippet to end before the cancellation goes on."""
 
 CALLS = "__code_mode_calls__"
 """Namespace name of (run_code call id, nested calls made so far)."""
@@ -82,8 +86,8 @@ class Dispatch:
 
     async def call(self, tool_name: str, call_id: str, kwargs: dict[str, Any]) -> Any:
         """Run the call on the agent's loop and wait for it (from the snippet's loop)."""
-        future = asyncio.run_coroutine_threadsafe(
-            self._handle(tool_name, call_id, kwargs), self.loop
+        future = self.session.track(
+            asyncio.run_coroutine_threadsafe(self._handle(tool_name, call_id, kwargs), self.loop)
         )
         try:
             return await asyncio.wrap_future(future)
@@ -92,8 +96,8 @@ class Dispatch:
 
     def call_sync(self, tool_name: str, call_id: str, kwargs: dict[str, Any]) -> Any:
         """The same for a sequential tool, which the snippet calls without ``await``."""
-        future = asyncio.run_coroutine_threadsafe(
-            self._handle(tool_name, call_id, kwargs), self.loop
+        future = self.session.track(
+            asyncio.run_coroutine_threadsafe(self._handle(tool_name, call_id, kwargs), self.loop)
         )
 
         def wait() -> Any:
@@ -111,7 +115,7 @@ class Dispatch:
             raise RuntimeError(f"Tool {tool_name!r} call denied: {result.message}")
         if isinstance(result, ToolReturn):
             result = result.return_value
-        return to_jsonable_python(result, fallback=repr)
+        return for_snippet(result)
 
 
 class NestedTool:
@@ -142,6 +146,15 @@ class CodeSession:
         self.run = run
         self.generation = 0
         self.executor = self._new_executor()
+        self.in_flight: set[Future[Any]] = set()
+        """The snippet's tool calls running on the agent's loop (cancelled with the run)."""
+        self.worker: asyncio.Future[Outcome] | None = None
+        """The snippet running on its thread, while it runs."""
+
+    def track(self, future: Future[Any]) -> Future[Any]:
+        self.in_flight.add(future)
+        future.add_done_callback(self.in_flight.discard)
+        return future
 
     def _new_executor(self) -> CodeExecutor:
         frame = "code_mode" if self.generation == 0 else f"code_mode.{self.generation}"
@@ -157,10 +170,29 @@ class CodeSession:
         """Run ``code`` as the next turn of the namespace (on a worker thread)."""
         executor = self.executor
         executor.bind_tools(tools)
+        worker = self.worker = asyncio.ensure_future(asyncio.to_thread(executor.run_code, code))
         try:
-            return await asyncio.to_thread(executor.run_code, code)
+            return await asyncio.shield(worker)
+        except asyncio.CancelledError:
+            # The agent's run is cancelled: so are the tool calls the snippet awaits (they
+            # see CancelledError), and the snippet, which they fail, is given a moment to
+            # end before the cancellation goes on to the caller.
+            for future in list(self.in_flight):
+                future.cancel()
+            await asyncio.wait({worker}, timeout=CANCEL_GRACE_SECONDS)
+            if worker.done() and not worker.cancelled():
+                worker.exception()  # retrieved: the snippet ended with the cancellation
+            raise
         except Stop as stop:
             raise stop.error from None
+        finally:
+            if worker.done():
+                self.worker = None
 
     def close(self) -> None:
-        self.executor.close()
+        """Close the executor (once its snippet has ended, when one still runs)."""
+        worker, executor = self.worker, self.executor
+        if worker is not None and not worker.done():
+            worker.add_done_callback(lambda _: executor.close())
+            return
+        executor.close()

@@ -14,24 +14,25 @@ in CPython, under resumable's executor (see
 from __future__ import annotations
 
 import asyncio
-import copy
 import keyword
 import re
+import warnings
 from dataclasses import dataclass, field, replace
 from typing import Annotated, Any, NotRequired, cast
 
 from pydantic import Field, TypeAdapter
 from pydantic_ai import AbstractToolset, RunContext, ToolDefinition, WrapperToolset
 from pydantic_ai.exceptions import ModelRetry, UserError
+from pydantic_ai.messages import ToolReturn
 from pydantic_ai.tool_manager import ToolManager
 from pydantic_ai.tools import AgentDepsT, ToolSelector, matches_tool_selector
 from pydantic_ai.toolsets.abstract import ToolsetTool
-from pydantic_core import PydanticSerializationError, to_json
 from typing_extensions import TypedDict
 
 from resumable.durability.embedded.outcome import Outcome
 from resumable.integrations.pydantic_ai.durability import current_run
 from resumable.integrations.pydantic_ai.session import CodeSession, Dispatch, NestedTool
+from resumable.integrations.pydantic_ai.values import KeyCollision, contains_multimodal, for_model
 
 RUN_CODE = "run_code"
 
@@ -108,17 +109,26 @@ class ResumableCodeToolset(WrapperToolset[AgentDepsT]):
             if (
                 tool_def.kind != "function"
                 or tool_def.unless_native
+                or _framework_tool(tool_def)
                 or not ctx.is_tool_available(tool_def)
                 or not await matches_tool_selector(self.tool_selector, ctx, tool_def)
             ):
                 native[name] = tool
                 continue
             safe = _python_name(name)
-            if safe == RUN_CODE or safe in callable_defs:
+            if safe == RUN_CODE:
                 raise UserError(
                     f"tool {name!r} would be called {safe!r} inside run_code, which is taken; "
                     "rename the tool"
                 )
+            if safe in callable_defs:
+                warnings.warn(
+                    f"code mode: tool {name!r} (sanitized to {safe!r}) collides with "
+                    f"{original_names[safe]!r}; {name!r} will be hidden from run_code",
+                    UserWarning,
+                    stacklevel=2,
+                )
+                continue
             original_names[safe] = name
             callable_defs[safe] = replace(tool_def, name=safe)
         if RUN_CODE in native:
@@ -176,7 +186,7 @@ class ResumableCodeToolset(WrapperToolset[AgentDepsT]):
         return tool_return(outcome)
 
 
-def tool_return(outcome: Outcome) -> Any:
+def tool_return(outcome: Outcome) -> ToolReturn[Any]:
     """What the model sees of a snippet, in CodeMode's shape; an error is a retry."""
     failure = outcome.error
     if failure is not None:
@@ -189,32 +199,38 @@ def tool_return(outcome: Outcome) -> Any:
             f"Runtime error:\n{outcome.output}Traceback (most recent call last):\n"
             f"{failure.traceback}".rstrip("\n")
         )
-    value = None if outcome.value is None else model_safe(outcome.value)
-    if not outcome.output:
-        return value if value is not None else {}
-    if value is None:
-        return {"output": outcome.output}
-    return {"output": outcome.output, "result": value}
-
-
-def model_safe(value: Any) -> Any:
-    """``value`` as the model can be sent it: a copy if it serializes, else its repr.
-
-    A copy, because the value may be an object of the namespace that later snippets
-    change; what the model was sent must not change with it.
-    """
     try:
-        to_json(value)
-        return copy.deepcopy(value)
-    except (PydanticSerializationError, TypeError, copy.Error):
-        return repr(value)
+        value = None if outcome.value is None else for_model(outcome.value)
+    except KeyCollision as collision:
+        raise ModelRetry(f"The code's last value cannot be returned: {collision}") from None
+    output = outcome.output
+    returned: Any
+    if not output:
+        returned = value if value is not None else {}
+    elif value is None:
+        returned = {"output": output}
+    elif contains_multimodal(value):
+        returned = [output, *value] if isinstance(value, list) else [output, value]
+    else:
+        returned = {"output": output, "result": value}
+    return ToolReturn(return_value=returned, metadata={"code_mode": True})
 
 
 def _python_name(name: str) -> str:
-    safe = re.sub(r"\W", "_", name)
-    if not safe or safe[0].isdigit() or keyword.iskeyword(safe):
+    """The tool's name as a Python function (the harness's rule: ``for`` is ``for_``)."""
+    safe = re.sub(r"[^a-zA-Z0-9_]", "_", name)
+    if safe and safe[0].isdigit():
         safe = f"_{safe}"
-    return safe
+    if keyword.iskeyword(safe):
+        safe = f"{safe}_"
+    return safe or "_"
+
+
+def _framework_tool(tool_def: ToolDefinition) -> bool:
+    """Tool search, capability loading and code-running tools stay beside ``run_code``."""
+    kind = getattr(tool_def, "tool_kind", None)
+    code = bool(tool_def.metadata and "code_arg_name" in tool_def.metadata)
+    return kind in ("tool-search", "capability-load") or code
 
 
 def _description(callable_defs: dict[str, ToolDefinition]) -> str:
