@@ -8,7 +8,8 @@ For each program of tests/replay/corpus: the reference run under CPython, a clea
 under ``resumable exec``, then for every record N of the clean run (or an even spread of
 ``--spread`` records, first and last included, when there are more) a run killed with
 ``RESUMABLE_CRASH_AFTER=N`` and resumed. Prints one line per program and the totals;
-exits 1 if any run differs from CPython in stdout, exit code or ledger.
+exits 1 if any run differs from CPython in stdout, exit code, ledger or the files the
+program wrote.
 
 ``--random-kills K`` instead kills K runs (programs taken in turn) with SIGKILL from
 outside at a random moment, then kills the resume too half of the time, and resumes to
@@ -111,7 +112,8 @@ def random_kills(programs: list[str], count: int, seed: int, max_delay: float) -
 
 
 def _same(expected: harness.Observed, got: harness.Observed) -> bool:
-    return (expected.code, expected.stdout, expected.ledger) == (got.code, got.stdout, got.ledger)
+    want = (expected.code, expected.stdout, expected.ledger, expected.files)
+    return want == (got.code, got.stdout, got.ledger, got.files)
 
 
 if __name__ == "__main__":

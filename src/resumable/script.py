@@ -25,6 +25,7 @@ from resumable.durability.session import (
     store_for,
 )
 from resumable.durability.state import FrameState, RunState
+from resumable.durability.written_files import WrittenFiles
 from resumable.errors import CodeError, ProgramError
 from resumable.exec.executor import StreamingPythonExecutor
 from resumable.exec.output import ProgramOutput
@@ -132,7 +133,9 @@ async def drive_script(
         await session.set_status("failed", {"error": error["message"]})
         return RunOutcome(session.run_id, "failed", 1, error.get("traceback") or error["message"])
     namespace: dict[str, Any] = {}
-    await session.restore_frame(frame, namespace)
+    files = WrittenFiles(frame.files, done=state.files)  # appended once across crashes
+    with files.installed():  # restored append-mode files are tracked, not cut back
+        await session.restore_frame(frame, namespace)
     # Logs written before records said how much output they cover: replay is muted
     # until it passes the last record, as it was then.
     legacy = session.resumed and not state.output and _replay_pending(frame, state)
@@ -159,7 +162,7 @@ async def drive_script(
     executor.start_response(offset=offset, line=line_at(source, offset), index=start)
     if session.meta.status != "running":
         await session.set_status("running")
-    with output.installed():
+    with output.installed(), files.installed():
         try:
             result = await _feed(executor, source[offset:])
         except SystemExit as exit_:

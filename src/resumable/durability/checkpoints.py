@@ -46,6 +46,7 @@ from resumable.durability.stopping import (
     flush_output,
     mute_program_output,
 )
+from resumable.durability.written_files import files_mark
 from resumable.errors import StoreError
 from resumable.exec.output import output_mark, release_program_output
 from resumable.store.base import (
@@ -285,6 +286,9 @@ class CheckpointManager:
         mark = output_mark()
         if mark is not None:
             records[-1].body["op"] = mark[0]
+        written = files_mark()  # the files flushed: what it counts has reached the OS
+        if written is not None:
+            records[-1].body["of"] = written
         batch = [StoredRecord(r.seq, r.epoch, self.codec.seal(r)) for r in records]
         if self._deferred_blobs:
             blobs, self._deferred_blobs = self._deferred_blobs, {}

@@ -1,0 +1,151 @@
+"""Files the program appends to: each write made once across crashes, like its output.
+
+Design note. While a script run is driven, ``builtins.open`` is a wrapper: a file that
+program code opens in append mode (``a``, ``ab``, ``a+``), and an append-mode file kept
+open across statements and restored at a resume, is *tracked*: its ``write`` (which
+``writelines`` and ``print(file=...)`` call too) goes through the run's
+:class:`WrittenFiles`. That counts, per path, what the program has written to the file
+(characters for a text file, bytes for a binary one) since the run started, as
+:class:`resumable.exec.output.ProgramOutput` counts what it prints. Each record batch
+carries the counts that changed since the previous batch (tracked files are flushed
+first, so what a record counts has reached the operating system); on resume the replay
+of the statement in progress counts its writes again from the statement's boundary and
+does not make those the last durable record covers: writing resumes where the crashed
+run stopped. Nothing is ever truncated, so another process may append to the same file.
+
+Writes made inside a step or a foreign await are not counted: they are part of that
+call, which the resume answers from the journal without running it. A write made after
+the last record before the kill may be made again, as the await in flight. Files opened
+with ``w``, ``x`` or ``r+`` are not tracked: the replay writes the same bytes at the same
+places again. Not covered: ``os.write`` on a descriptor, files opened by library code
+(use a step).
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import contextvars
+import io
+import os
+import sys
+import weakref
+from collections.abc import Iterator, Mapping
+from typing import Any, Final
+
+from resumable.durability.tasks import current_cursor
+from resumable.exec.hooks import is_program_code
+
+__all__ = ["WrittenFiles", "files_mark", "track", "tracking"]
+
+_current: contextvars.ContextVar[WrittenFiles | None] = contextvars.ContextVar(
+    "resumable_written_files", default=None
+)
+_original_open: Final = builtins.open
+_installs = 0
+
+
+class WrittenFiles:
+    """One run's count of what the program wrote to each tracked file (see the module).
+
+    ``counts``: per absolute path, what the program had written when the statement being
+    run (or replayed) started. ``done``: what the last durable record covers, written by
+    the process that died.
+    """
+
+    def __init__(
+        self, counts: Mapping[str, int] | None = None, done: Mapping[str, int] | None = None
+    ) -> None:
+        self.counts: dict[str, int] = dict(counts or {})
+        self.done: dict[str, int] = dict(done or {})
+        self._marked = dict(self.done)
+        self._dirty: dict[int, weakref.ref[Any]] = {}
+
+    def write(self, path: str, handle: Any, data: Any, size: int, text: bool) -> int:
+        start = self.counts.get(path, 0)
+        end = self.counts[path] = start + size
+        done = self.done.get(path, 0)
+        if end <= done:
+            return size  # written by the process that died
+        if start < done:
+            data = data[done - start :] if text else memoryview(data).cast("B")[done - start :]
+        type(handle).write(handle, data)
+        self._dirty[id(handle)] = weakref.ref(handle)  # a dropped file flushes as it closes
+        return size
+
+    def mark(self) -> dict[str, int] | None:
+        """Flush what tracked files hold; the counts changed since the last mark."""
+        dirty, self._dirty = self._dirty, {}
+        for ref in dirty.values():
+            handle = ref()
+            if handle is not None and not handle.closed:
+                handle.flush()
+        changed = {p: n for p, n in self.counts.items() if self._marked.get(p, 0) != n}
+        if not changed:
+            return None
+        self._marked.update(changed)
+        return changed
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[WrittenFiles]:
+        """Track the files the program opens, and count their writes, in this block."""
+        global _installs
+        token = _current.set(self)
+        _installs += 1
+        if _installs == 1:
+            builtins.open = _open
+        try:
+            yield self
+        finally:
+            _installs -= 1
+            if _installs == 0 and builtins.open is _open:
+                builtins.open = _original_open
+            _current.reset(token)
+
+
+def files_mark() -> dict[str, int] | None:
+    """The current run's :meth:`WrittenFiles.mark`, if its files are counted."""
+    files = _current.get()
+    return None if files is None else files.mark()
+
+
+def tracking() -> bool:
+    """Whether a run counts its files here (a restored append-mode file is then tracked,
+    not cut back to its size at the checkpoint)."""
+    return _current.get() is not None
+
+
+def track(handle: Any, path: str) -> None:
+    """Send ``handle.write`` through the current run's :class:`WrittenFiles`."""
+    ref = weakref.ref(handle)  # no cycle: the file still closes when the program drops it
+    text = isinstance(handle, io.TextIOBase)
+
+    def write(data: Any) -> Any:
+        file = ref()
+        if file is None:
+            raise ValueError("I/O operation on closed file.")
+        files = _current.get()
+        if files is None or current_cursor() is None:
+            return type(file).write(file, data)
+        if text:
+            if not isinstance(data, str):
+                return type(file).write(file, data)  # raises the usual TypeError
+            return files.write(path, file, data, len(data), True)
+        return files.write(path, file, data, memoryview(data).nbytes, False)
+
+    handle.write = write
+
+
+def _open(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+    """``open`` as program code sees it during a run: append-mode files are tracked."""
+    handle = _original_open(file, mode, *args, **kwargs)
+    if "a" in mode and isinstance(file, str | bytes | os.PathLike) and _program_caller():
+        track(handle, os.path.abspath(os.fsdecode(file)))
+    return handle
+
+
+def _program_caller() -> bool:
+    try:
+        return is_program_code(sys._getframe(2).f_code)
+    except ValueError:
+        return False
