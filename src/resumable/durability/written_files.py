@@ -17,7 +17,8 @@ Writes made inside a step or a foreign await are not counted: they are part of t
 call, which the resume answers from the journal without running it. A write made after
 the last record before the kill may be made again, as the await in flight. Files opened
 with ``w``, ``x`` or ``r+`` are not tracked: the replay writes the same bytes at the same
-places again. Not covered: ``os.write`` on a descriptor, files opened by library code
+places again (an ``x`` open the crashed run had made, counted like a write, is made with
+``w`` on replay instead of raising ``FileExistsError``). Not covered: ``os.write`` on a descriptor, files opened by library code
 (use a step).
 """
 
@@ -72,6 +73,13 @@ class WrittenFiles:
         type(handle).write(handle, data)
         self._dirty[id(handle)] = weakref.ref(handle)  # a dropped file flushes as it closes
         return size
+
+    def created(self, path: str) -> bool:
+        """Count an ``open(path, "x")``; True if the process that died had made it already
+        (replay opens the file it created with ``w`` instead of failing)."""
+        key = "x " + path  # paths are absolute: no path starts so
+        count = self.counts[key] = self.counts.get(key, 0) + 1
+        return count <= self.done.get(key, 0)
 
     def mark(self) -> dict[str, int] | None:
         """Flush what tracked files hold; the counts changed since the last mark."""
@@ -137,10 +145,20 @@ def track(handle: Any, path: str) -> None:
 
 
 def _open(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
-    """``open`` as program code sees it during a run: append-mode files are tracked."""
+    """``open`` as program code sees it during a run: append-mode files are tracked, and
+    ``x`` opens the file the crashed run created as ``w`` (see the module)."""
+    if not (("a" in mode or "x" in mode) and isinstance(file, str | bytes | os.PathLike)):
+        return _original_open(file, mode, *args, **kwargs)
+    if not _program_caller():
+        return _original_open(file, mode, *args, **kwargs)
+    path = os.path.abspath(os.fsdecode(file))
+    if "x" in mode:
+        files = _current.get()
+        if files is not None and current_cursor() is not None and files.created(path):
+            mode = mode.replace("x", "w")
+        return _original_open(file, mode, *args, **kwargs)
     handle = _original_open(file, mode, *args, **kwargs)
-    if "a" in mode and isinstance(file, str | bytes | os.PathLike) and _program_caller():
-        track(handle, os.path.abspath(os.fsdecode(file)))
+    track(handle, path)
     return handle
 
 
