@@ -59,12 +59,13 @@ class WrittenFiles:
     ) -> None:
         self.counts: dict[str, int] = dict(counts or {})
         self.done: dict[str, int] = dict(done or {})
-        self._marked = dict(self.done)
+        self._changed: set[str] = set()
         self._dirty: dict[int, weakref.ref[Any]] = {}
 
     def write(self, path: str, handle: Any, data: Any, size: int, text: bool) -> int:
         start = self.counts.get(path, 0)
         end = self.counts[path] = start + size
+        self._changed.add(path)
         done = self.done.get(path, 0)
         if end <= done:
             return size  # written by the process that died
@@ -79,6 +80,7 @@ class WrittenFiles:
         (replay opens the file it created with ``w`` instead of failing)."""
         key = "x " + path  # paths are absolute: no path starts so
         count = self.counts[key] = self.counts.get(key, 0) + 1
+        self._changed.add(key)
         return count <= self.done.get(key, 0)
 
     def mark(self) -> dict[str, int] | None:
@@ -88,10 +90,11 @@ class WrittenFiles:
             handle = ref()
             if handle is not None and not handle.closed:
                 handle.flush()
-        changed = {p: n for p, n in self.counts.items() if self._marked.get(p, 0) != n}
-        if not changed:
+        if not self._changed:
             return None
-        self._marked.update(changed)
+        counts = self.counts
+        changed = {path: counts[path] for path in self._changed}
+        self._changed = set()
         return changed
 
     @contextlib.contextmanager
