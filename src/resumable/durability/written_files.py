@@ -1,7 +1,7 @@
 """Files the program appends to: each write made once across crashes, like its output.
 
-Design note. While a script run is driven, ``builtins.open`` is a wrapper: a file that
-program code opens in append mode (``a``, ``ab``, ``a+``), and an append-mode file kept
+Design note. While a script run is driven, ``builtins.open`` and ``pathlib.Path.open`` are
+wrappers: a file that program code opens in append mode (``a``, ``ab``, ``a+``), and an append-mode file kept
 open across statements and restored at a resume, is *tracked*: its ``write`` (which
 ``writelines`` and ``print(file=...)`` call too) goes through the run's
 :class:`WrittenFiles`. That counts, per path, what the program has written to the file
@@ -29,6 +29,7 @@ import contextlib
 import contextvars
 import io
 import os
+import pathlib
 import sys
 import weakref
 from collections.abc import Iterator, Mapping
@@ -43,6 +44,7 @@ _current: contextvars.ContextVar[WrittenFiles | None] = contextvars.ContextVar(
     "resumable_written_files", default=None
 )
 _original_open: Final = builtins.open
+_original_path_open: Final = pathlib.Path.open
 _installs = 0
 
 
@@ -105,12 +107,16 @@ class WrittenFiles:
         _installs += 1
         if _installs == 1:
             builtins.open = _open
+            pathlib.Path.open = _path_open  # type: ignore[method-assign]
         try:
             yield self
         finally:
             _installs -= 1
-            if _installs == 0 and builtins.open is _open:
-                builtins.open = _original_open
+            if _installs == 0:
+                if builtins.open is _open:  # leave alone what someone patched over ours
+                    builtins.open = _original_open
+                if pathlib.Path.open is _path_open:
+                    pathlib.Path.open = _original_path_open  # type: ignore[method-assign]
             _current.reset(token)
 
 
@@ -144,29 +150,43 @@ def track(handle: Any, path: str) -> None:
             return files.write(path, file, data, len(data), True)
         return files.write(path, file, data, memoryview(data).nbytes, False)
 
-    handle.write = write
+    with contextlib.suppress(AttributeError):  # a file type without a __dict__: untracked
+        handle.write = write
 
 
 def _open(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
-    """``open`` as program code sees it during a run: append-mode files are tracked, and
-    ``x`` opens the file the crashed run created as ``w`` (see the module)."""
-    if not (("a" in mode or "x" in mode) and isinstance(file, str | bytes | os.PathLike)):
-        return _original_open(file, mode, *args, **kwargs)
+    """``open`` as program code sees it during a run (see :func:`_opened`)."""
+    if ("a" in mode or "x" in mode) and isinstance(file, str | bytes | os.PathLike):
+        return _opened(_original_open, file, mode, args, kwargs)
+    return _original_open(file, mode, *args, **kwargs)
+
+
+def _path_open(self: pathlib.Path, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+    """``Path.open`` as program code sees it during a run (see :func:`_opened`)."""
+    if "a" in mode or "x" in mode:
+        return _opened(_original_path_open, self, mode, args, kwargs)
+    return _original_path_open(self, mode, *args, **kwargs)
+
+
+def _opened(opener: Any, file: Any, mode: str, args: Any, kwargs: Any) -> Any:
+    """Open for program code: an append-mode file is tracked, and an ``x`` open the crashed
+    run had made opens the file it created with ``w`` (see the module)."""
     if not _program_caller():
-        return _original_open(file, mode, *args, **kwargs)
+        return opener(file, mode, *args, **kwargs)
     path = os.path.abspath(os.fsdecode(file))
     if "x" in mode:
         files = _current.get()
         if files is not None and current_cursor() is not None and files.created(path):
             mode = mode.replace("x", "w")
-        return _original_open(file, mode, *args, **kwargs)
-    handle = _original_open(file, mode, *args, **kwargs)
+        return opener(file, mode, *args, **kwargs)
+    handle = opener(file, mode, *args, **kwargs)
     track(handle, path)
     return handle
 
 
 def _program_caller() -> bool:
+    """Whether the caller of ``open``/``Path.open`` (two frames up from here) is program code."""
     try:
-        return is_program_code(sys._getframe(2).f_code)
+        return is_program_code(sys._getframe(3).f_code)
     except ValueError:
         return False

@@ -1,5 +1,6 @@
 # Binary appends, writelines and print(file=...) inside one statement with awaits.
 import asyncio
+from pathlib import Path
 
 
 async def record(rounds):
@@ -9,7 +10,7 @@ async def record(rounds):
             await asyncio.sleep(0)
             frames.write(bytearray(b"|"))
             frames.writelines([b"x" * n, b";"])
-        with open("lines.txt", "a") as lines:
+        with Path("lines.txt").open("a") as lines:
             print("round", n, file=lines)
             await asyncio.sleep(0)
             lines.writelines([f"a{n}\n", f"b{n}\n"])
