@@ -2,26 +2,32 @@
 
     PYTHONPATH=src python scripts/replay_sweep.py [PROGRAM.py ...] [--spread N]
     PYTHONPATH=src python scripts/replay_sweep.py --random-kills 50
+    PYTHONPATH=src python scripts/replay_sweep.py printing_agent.py --random-kills 200 --sync fsync
 
 For each program of tests/replay/corpus: the reference run under CPython, a clean run
 under ``resumable exec``, then for every record N of the clean run (or an even spread of
 ``--spread`` records, first and last included, when there are more) a run killed with
 ``RESUMABLE_CRASH_AFTER=N`` and resumed. Prints one line per program and the totals;
-exits 1 if any run differs from CPython in stdout, exit code or ledger.
+exits 1 if any run differs from CPython in stdout, exit code, ledger or the files the
+program wrote.
 
 ``--random-kills K`` instead kills K runs (programs taken in turn) with SIGKILL from
 outside at a random moment, then kills the resume too half of the time, and resumes to
 the end: stdout and exit code must equal CPython's, and an effect may repeat only as the
-call in flight, under the same idempotency key.
+call in flight, under the same idempotency key. ``--max-delay`` bounds the random moment
+(seconds after the process started); ``--sync fsync`` runs with the default setting of
+``resumable`` instead of the quicker ``flush`` the tests use.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -34,10 +40,13 @@ def main() -> int:
     parser.add_argument("programs", nargs="*", default=harness.PROGRAMS)
     parser.add_argument("--spread", type=int, default=0, help="at most this many N per program")
     parser.add_argument("--random-kills", type=int, default=0, help="random SIGKILL trials")
+    parser.add_argument("--max-delay", type=float, default=0.5, help="latest random kill (s)")
+    parser.add_argument("--sync", choices=("flush", "fsync"), default="flush")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
+    os.environ["RESUMABLE_TEST_SYNC"] = args.sync
     if args.random_kills:
-        return random_kills(args.programs, args.random_kills, args.seed)
+        return random_kills(args.programs, args.random_kills, args.seed, args.max_delay)
     started = time.monotonic()
     trials = failures = 0
     with tempfile.TemporaryDirectory() as tmp:
@@ -59,12 +68,12 @@ def main() -> int:
     return 1 if failures else 0
 
 
-def random_kills(programs: list[str], count: int, seed: int) -> int:
+def random_kills(programs: list[str], count: int, seed: int, max_delay: float) -> int:
     from tests.replay.test_random_kills import check_effects, kill_and_resume
 
     rng = random.Random(seed)
     started = time.monotonic()
-    failures = repeats = 0
+    failures = repeats = kills_landed = 0
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         expected = {}
@@ -72,14 +81,21 @@ def random_kills(programs: list[str], count: int, seed: int) -> int:
             program = programs[number % len(programs)]
             if program not in expected:
                 expected[program] = harness.reference(root, program)
-            kills = [rng.uniform(0.02, 0.5) for _ in range(rng.choice((1, 2)))]
+            kills = [rng.uniform(0.02, max_delay) for _ in range(rng.choice((1, 2)))]
             got, landed = kill_and_resume(root, program, kills, f"kill{number}")
+            kills_landed += landed
             work = root / f"{Path(program).stem}-kill{number}"
             keyed = harness.ledger(work, keys=True)
             repeats += len(keyed) - len(set(keyed))
             problem = ""
             if (got.code, got.stdout) != (expected[program].code, expected[program].stdout):
-                problem = "stdout or exit code differs"
+                want, seen = expected[program], got
+                lost = Counter(want.stdout.splitlines()) - Counter(seen.stdout.splitlines())
+                extra = Counter(seen.stdout.splitlines()) - Counter(want.stdout.splitlines())
+                problem = (
+                    f"exit code {seen.code}, lines lost {sorted(lost.elements())}, "
+                    f"repeated {sorted(extra.elements())}"
+                )
             else:
                 try:
                     check_effects(keyed, landed, expected[program].ledger)
@@ -89,14 +105,15 @@ def random_kills(programs: list[str], count: int, seed: int) -> int:
             print(f"{number:3} {program:28} kills={landed}  {problem or 'exact'}", flush=True)
     elapsed = time.monotonic() - started
     print(
-        f"{count} random-kill trials, {failures} failing, {repeats} effects repeated "
-        f"in flight (same key), {elapsed:.0f} s"
+        f"{count} random-kill trials ({kills_landed} kills landed), {failures} failing, "
+        f"{repeats} effects repeated in flight (same key), {elapsed:.0f} s"
     )
     return 1 if failures else 0
 
 
 def _same(expected: harness.Observed, got: harness.Observed) -> bool:
-    return (expected.code, expected.stdout, expected.ledger) == (got.code, got.stdout, got.ledger)
+    want = (expected.code, expected.stdout, expected.ledger, expected.files)
+    return want == (got.code, got.stdout, got.ledger, got.files)
 
 
 if __name__ == "__main__":

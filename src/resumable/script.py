@@ -25,11 +25,12 @@ from resumable.durability.session import (
     store_for,
 )
 from resumable.durability.state import FrameState, RunState
+from resumable.durability.written_files import WrittenFiles
 from resumable.errors import CodeError, ProgramError
 from resumable.exec.executor import StreamingPythonExecutor
 from resumable.exec.loop_run import loop_run_names, refused_loop_run
 from resumable.exec.output import ProgramOutput
-from resumable.store.base import RunMeta
+from resumable.store.base import RunMeta, RunStatus
 
 CHUNK = 4096
 
@@ -123,7 +124,9 @@ async def drive_script(
         await session.set_status("failed", {"error": error["message"]})
         return RunOutcome(session.run_id, "failed", 1, error.get("traceback") or error["message"])
     namespace: dict[str, Any] = {}
-    await session.restore_frame(frame, namespace)
+    files = WrittenFiles(frame.files, done=state.files)  # appended once across crashes
+    with files.installed():  # restored append-mode files are tracked, not cut back
+        await session.restore_frame(frame, namespace)
     namespace.setdefault("__file__", state.program)  # as `python SCRIPT` sets it
     # Logs written before records said how much output they cover: replay is muted
     # until it passes the last record, as it was then.
@@ -155,8 +158,11 @@ async def drive_script(
     executor.start_response(offset=offset, line=line_at(source, offset), index=start)
     if session.meta.status != "running":
         await session.set_status("running")
-    with output.installed():
-        result = await _feed(executor, source[offset:])
+    with output.installed(), files.installed():
+        try:
+            result = await _feed(executor, source[offset:])
+        except SystemExit as exit_:
+            return await _exited(session, exit_)
     await session.manager.flush()
     outcome = _outcome(session.run_id, result.error)
     detail = {"error": result.error.message} if result.error else {}
@@ -183,9 +189,26 @@ def _outcome(run_id: str, error: CodeError | None) -> RunOutcome:
     return RunOutcome(run_id, "failed", 1, getattr(error, "traceback", "") or error.message)
 
 
+async def _exited(session: RunSession, exit_: SystemExit) -> RunOutcome:
+    """``sys.exit()`` ends the run as it ends a script: the status record covers what the
+    program printed up to it (printed now), and the exit code is the program's."""
+    code, message = exit_.code, ""
+    if code is None:
+        code = 0
+    elif not isinstance(code, int):
+        code, message = 1, str(code)
+    status: RunStatus = "completed" if code == 0 else "failed"
+    detail = {} if code == 0 else {"error": f"SystemExit: {exit_.code}", "exit_code": code}
+    await session.set_status(status, detail)
+    return RunOutcome(session.run_id, status, code, message)
+
+
 def _finished(session: RunSession) -> RunOutcome:
     status = session.state.status
-    return RunOutcome(session.run_id, status, 0 if status == "completed" else 1, "")
+    code = session.state.detail.get("exit_code") if session.state.detail else None
+    if not isinstance(code, int):
+        code = 0 if status == "completed" else 1
+    return RunOutcome(session.run_id, status, code, "")
 
 
 class _Progress:

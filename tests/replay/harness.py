@@ -3,7 +3,8 @@
 Every run is a real process: forked from this one (which has imported everything
 already, so a run costs what the program costs, not an interpreter start), with its own
 working folder, environment, stdout and stderr files. ``RESUMABLE_CRASH_AFTER`` kills it
-with SIGKILL exactly as in production. Runs use ``sync = "flush"``;
+with SIGKILL exactly as in production. What is compared: exit code, stdout, the effects
+ledger and the other files the program wrote in its working folder. Runs use ``sync = "flush"``;
 ``RESUMABLE_TEST_SYNC=fsync`` in the environment of pytest runs them with fsync.
 """
 
@@ -18,7 +19,7 @@ import time
 import traceback
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -168,26 +169,40 @@ def ledger(work: Path, *, keys: bool = False) -> list[str]:
     return lines
 
 
+def written(work: Path) -> dict[str, bytes]:
+    """The files the program wrote in its working folder (not the ledger, nor the run's)."""
+    return {
+        path.name: path.read_bytes()
+        for path in sorted(work.iterdir())
+        if path.is_file()
+        and not path.name.startswith(".")
+        and path.suffix != ".py"
+        and path.name != "ledger.txt"
+    }
+
+
 @dataclass(frozen=True)
 class Observed:
     code: int
     stdout: str
     ledger: list[str]
     stderr: str = ""
+    files: dict[str, bytes] = field(default_factory=dict)
 
 
 def reference(root: Path, program: str) -> Observed:
     """The program under plain CPython."""
     work = workdir(root, program, "cpython")
     done = run_forked(_reference_body(program), work, name="cpython")
-    return Observed(done.code, done.stdout, ledger(work), done.stderr)
+    return Observed(done.code, done.stdout, ledger(work), done.stderr, written(work))
 
 
 def clean(root: Path, program: str) -> tuple[Observed, int]:
     """The program under ``resumable exec``, and how many records its run wrote."""
     work = workdir(root, program, "clean")
     done = run_forked(_cli_body(["exec", program, "--run-id", "r"]), work, name="exec")
-    return Observed(done.code, done.stdout, ledger(work), done.stderr), records_of(work)
+    observed = Observed(done.code, done.stdout, ledger(work), done.stderr, written(work))
+    return observed, records_of(work)
 
 
 def records_of(work: Path) -> int:
@@ -208,11 +223,10 @@ def crashed(root: Path, program: str, point: int) -> Observed:
         name="exec",
     )
     if first.code != -signal.SIGKILL:  # the run ended before record `point`
-        return Observed(first.code, first.stdout, ledger(work), first.stderr)
+        return Observed(first.code, first.stdout, ledger(work), first.stderr, written(work))
     second = run_forked(_cli_body(["resume", "r"]), work, name="resume")
-    return Observed(
-        second.code, first.stdout + second.stdout, ledger(work), first.stderr + second.stderr
-    )
+    stdout, stderr = first.stdout + second.stdout, first.stderr + second.stderr
+    return Observed(second.code, stdout, ledger(work), stderr, written(work))
 
 
 def spread(records: int, count: int) -> list[int]:

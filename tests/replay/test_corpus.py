@@ -26,6 +26,7 @@ def _same(expected: harness.Observed, got: harness.Observed, what: str) -> None:
     assert got.code == expected.code, f"{what}: exit code\n{got.stderr}"
     assert got.stdout == expected.stdout, f"{what}: stdout\n{got.stderr}"
     assert got.ledger == expected.ledger, f"{what}: ledger"
+    assert got.files == expected.files, f"{what}: files written"
 
 
 def test_the_corpus_has_enough_programs() -> None:

@@ -36,3 +36,19 @@ def test_a_killed_resume_prints_no_line_twice(tmp_path: Path, first: int, second
     assert done.code == 0, done.stderr
     assert killed.stdout + resume_killed.stdout + done.stdout == expected.stdout
     assert harness.ledger(work) == expected.ledger
+
+
+def test_a_statement_ending_in_sys_exit_prints_its_output(tmp_path: Path) -> None:
+    """An ``if`` that prints to stdout and stderr, then calls ``sys.exit(3)``: both lines
+    come out once, as under plain CPython, killed before the exit or not."""
+    program = "exit_in_if.py"
+    expected = harness.reference(tmp_path, program)
+    assert expected.code == 3
+    assert expected.stderr.count("giving up with 6") == 1
+    got, records = harness.clean(tmp_path, program)
+    assert (got.code, got.stdout) == (expected.code, expected.stdout)
+    assert got.stderr.count("giving up with 6") == 1, got.stderr
+    for point in (records - 2, records - 1):
+        crashed = harness.crashed(tmp_path, program, point)
+        assert (crashed.code, crashed.stdout) == (expected.code, expected.stdout)
+        assert crashed.stderr.count("giving up with 6") == 1, crashed.stderr

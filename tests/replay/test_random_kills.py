@@ -90,3 +90,26 @@ def test_killing_exec_and_resume_never_duplicates_or_loses_a_line(
     got, _ = kill_and_resume(root, program, kills, "k")
     assert got.stdout == expected.stdout, got.stderr
     assert got.code == expected.code
+
+
+def test_random_kills_on_fsync_lose_and_repeat_no_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The default ``sync = "fsync"``: a line is printed as soon as its record is written,
+    so a kill during the record's fsync loses nothing (and repeats nothing). A sample of 25
+    kills; ``scripts/replay_sweep.py printing_agent.py --random-kills 200 --sync fsync``
+    runs the long version."""
+    monkeypatch.setenv("RESUMABLE_TEST_SYNC", "fsync")
+    program = "printing_agent.py"
+    expected = harness.reference(tmp_path, program)
+    rng = random.Random(program)
+    landed_total = trial = 0
+    while landed_total < 25:
+        kills = [rng.uniform(0.02, 0.6) for _ in range(rng.choice((1, 2)))]
+        got, landed = kill_and_resume(tmp_path, program, kills, f"fsync{trial}")
+        assert got.code == expected.code, got.stderr
+        assert got.stdout == expected.stdout, got.stderr
+        work = tmp_path / f"{Path(program).stem}-fsync{trial}"
+        check_effects(harness.ledger(work, keys=True), landed, expected.ledger)
+        landed_total += landed
+        trial += 1

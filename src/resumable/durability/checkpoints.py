@@ -4,7 +4,10 @@ It numbers records, seals them (MAC, optional compression and encryption), appen
 them under the run's lease, folds them into the live :class:`RunState` and, every
 ``snapshot_every`` records, writes that state as a snapshot and prunes what the
 ``keep`` newest snapshots make unnecessary. Before a record is made durable the
-program's stdout/stderr are flushed, so what a record says was printed was printed.
+program's stdout/stderr are flushed, so what a record says was printed was printed; output
+held back for a record is printed as soon as the record is written to the store (a killed
+process leaves it there), not after its fsync: only a power loss can take such a record
+back, and then the resume prints that output again.
 
 Policy: with ``every = 1`` (the default) an await is not finished until its record
 is durable - except the await a statement ends with (``r = await tool(x)``), whose record
@@ -43,6 +46,7 @@ from resumable.durability.stopping import (
     flush_output,
     mute_program_output,
 )
+from resumable.durability.written_files import files_mark
 from resumable.errors import StoreError
 from resumable.exec.output import output_mark, release_program_output
 from resumable.store.base import (
@@ -83,7 +87,6 @@ class _Syncing:
 
     append: AppendInProgress
     records: list[Record]
-    mark: tuple[int, int] | None
     info: CheckpointInfo | None
 
 
@@ -244,7 +247,7 @@ class CheckpointManager:
         except StoreError as exc:
             self._sync_error = exc
             raise
-        self._durable(syncing.records, syncing.mark, syncing.info)
+        self._durable(syncing.records, None, syncing.info)
 
     async def _flush(self, *, background: bool = False) -> None:
         """Make the buffer durable, or wait for the append in progress that carries it.
@@ -283,21 +286,29 @@ class CheckpointManager:
         mark = output_mark()
         if mark is not None:
             records[-1].body["op"] = mark[0]
+        written = files_mark()  # the files flushed: what it counts has reached the OS
+        if written is not None:
+            records[-1].body["of"] = written
         batch = [StoredRecord(r.seq, r.epoch, self.codec.seal(r)) for r in records]
         if self._deferred_blobs:
             blobs, self._deferred_blobs = self._deferred_blobs, {}
             await self.put_blobs(blobs)
         info = self._hooks.before(self.run_id, records)
-        # In the background only when no held output waits for it (a kill before the
-        # barrier would lose output the record says was printed) and no crash is due.
         held = mark is not None and mark[1] > 0
         crash_due = self.crash_after is not None and self.written + len(batch) >= self.crash_after
-        if background and self._begin is not None and not held and not crash_due:
+        if (background or held) and self._begin is not None and not crash_due:
             flush_output()
             append = self._begin(self.run_id, batch, self.lease)
             if append is not None:
-                self._syncing = _Syncing(append, records, mark, info)
                 self._since_snapshot += len(batch)
+                if held and mark is not None:
+                    # Written: a killed process leaves the record for the resume, which
+                    # then does not print this output again. Print it now, not after the
+                    # fsync (only a power loss can take the record back: docs/durability.md).
+                    release_program_output(mark[1])
+                self._syncing = _Syncing(append, records, info)
+                if not background:
+                    self.settle()
                 return records[-1].kind
         await self.store.append(self.run_id, batch, self.lease)
         self._since_snapshot += len(batch)

@@ -42,6 +42,7 @@ from typing import Any, Final
 
 from resumable.durability.finished import reduce_task
 from resumable.durability.lost import LostVariable
+from resumable.durability.written_files import track, tracking
 from resumable.exec.output import standard_stream
 
 __all__ = ["RESOURCE_REDUCERS", "reduce_resource_subclass", "reopening_files"]
@@ -119,7 +120,7 @@ def _make_file(
         reason = f"the file {path!r} it had open cannot be opened again: {exc.strerror}"
         return LostVariable(path, reason)
     try:
-        if mode[0] in "wxa" and os.fstat(fd).st_size > size:
+        if mode[0] in "wxa" and not tracking() and os.fstat(fd).st_size > size:
             os.ftruncate(fd, size)  # what the statement in progress wrote: it runs again
         raw_mode = {"r": "r", "w": "w", "x": "w", "a": "a"}[mode[0]] + ("+" if "+" in mode else "")
         if text is None:
@@ -138,6 +139,8 @@ def _make_file(
         raise
     if mode[0] != "a" and made.seekable():
         made.seek(position)
+    elif mode[0] == "a" and tracking():
+        track(made, path)  # the replay does not append again what the last record counts
     return made
 
 

@@ -117,6 +117,9 @@ class FrameState:
     task_names: int = 0
     output: int = 0
     """Program output produced (in characters) when the frame's last boundary was written."""
+    files: dict[str, int] = field(default_factory=dict)
+    """What the program had written to each tracked file at that boundary (see
+    :mod:`resumable.durability.written_files`)."""
     errors: list[dict[str, Any]] = field(default_factory=list)
     returned: bool = False
     result: bytes | None = None
@@ -169,6 +172,8 @@ class RunState:
     last_event_seq: int = 0
     output: int = 0
     """Program output (in characters) the last durable record covers: printed already."""
+    files: dict[str, int] = field(default_factory=dict)
+    """What the program had written to each tracked file at the last durable record."""
     last_await: int = 0
     """Seq of the newest ``await`` record."""
     windows: set[str] = field(default_factory=set)
@@ -313,12 +318,19 @@ class RunState:
         """What every record tells: how far output and events go."""
         body = record.body
         kind = record.kind
+        written = body.get("of")
+        if written:
+            files = self.files
+            for path, count in written.items():
+                files[path] = max(files.get(path, 0), count)
         op = body.get("op")
         if op is not None:
             self.output = max(self.output, op)
             frame = self.frame(record.frame) if kind not in ("await", "status") else None
             if frame is not None and frame.window is None:
                 frame.output = op
+                if self.files:
+                    frame.files = dict(self.files)
         if kind not in ("status", "answer", "ask", "retry"):
             self.last_event_seq = record.seq
             frame_state = self.frames.get(record.frame)

@@ -27,6 +27,7 @@ _RUN_FIELDS = (
     "seq",
     "last_event_seq",
     "output",
+    "files",
     "counted_output",
     "last_await",
     "time",
@@ -50,6 +51,7 @@ _FRAME_FIELDS = (
     "last_seq",
     "task_names",
     "output",
+    "files",
     "agent",
 )
 """Fields of :class:`FrameState` a snapshot holds as they are, under their own names."""
@@ -81,6 +83,7 @@ def state_from_dict(data: dict[str, Any]) -> RunState:
         seq=data["seq"],
         last_event_seq=data.get("last_event_seq", data["seq"]),
         output=data.get("output", 0),
+        files=dict(data.get("files") or {}),
         counted_output=data.get("counted_output", data["kind"] == "script"),
         last_await=data.get("last_await", 0),
         time=data["time"],
@@ -146,6 +149,7 @@ def _frame_from_dict(data: dict[str, Any]) -> FrameState:
         last_seq=data["last_seq"],
         task_names=data.get("task_names", 0),
         output=data.get("output", 0),
+        files=dict(data.get("files") or {}),
         agent=data.get("agent"),
     )
     for index, text, complete, prompt, usage, ms, *rest in data["turns"]:

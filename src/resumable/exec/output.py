@@ -118,8 +118,8 @@ class ProgramOutput:
     position it covers; on resume ``printed`` is that position in the last durable record,
     and what replay produces up to it is not printed again. With ``hold=True`` output is
     held back until :meth:`release`, which the checkpoint manager calls once the record
-    covering it is durable: a process killed before that record never printed it, so the
-    resume prints it once. ``muted`` silences the rest of a run that is being stopped.
+    covering it is written (safe from a process kill, its fsync may still run): a process
+    killed before that record never printed it, so the resume prints it once. ``muted`` silences the rest of a run that is being stopped.
     """
 
     def __init__(
