@@ -8,7 +8,9 @@ changed since, and it is fed to the executor in chunks as a stream would be.
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Mapping
+import contextlib
+import sys
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -158,7 +160,7 @@ async def drive_script(
     executor.start_response(offset=offset, line=line_at(source, offset), index=start)
     if session.meta.status != "running":
         await session.set_status("running")
-    with output.installed(), files.installed():
+    with output.installed(), files.installed(), _program_argv(state.program):
         try:
             result = await _feed(executor, source[offset:])
         except SystemExit as exit_:
@@ -168,6 +170,17 @@ async def drive_script(
     detail = {"error": result.error.message} if result.error else {}
     await session.set_status("failed" if result.error else "completed", detail)
     return outcome
+
+
+@contextlib.contextmanager
+def _program_argv(program: str) -> Iterator[None]:
+    """``sys.argv`` is ``[SCRIPT]`` while the script runs, as under ``python SCRIPT``."""
+    saved = sys.argv
+    sys.argv = [program]
+    try:
+        yield
+    finally:
+        sys.argv = saved
 
 
 def _replay_pending(frame: FrameState, state: RunState) -> bool:

@@ -152,6 +152,12 @@ def test_asyncio_run_main_runs_durably_as_under_python(tmp_path: Path) -> None:
     assert "fetch" in history.stdout
 
 
+def test_the_script_sees_its_own_argv_as_under_python(tmp_path: Path) -> None:
+    (tmp_path / "argv.py").write_text("import sys\nprint(sys.argv)\n")
+    done = resumable(["exec", "argv.py"], tmp_path)
+    assert (done.code, done.stdout) == (0, "['argv.py']\n"), done.stderr
+
+
 def test_asyncio_run_with_debug_on_is_refused_with_the_fix(tmp_path: Path) -> None:
     (tmp_path / "main.py").write_text(
         "import asyncio\n\n\nasync def main():\n    print('hi')\n\n\n"
