@@ -340,3 +340,31 @@ def test_a_restore_only_looked_at_never_opens_or_cuts_back_a_file(tmp_path: Path
     assert type(into["f"]) is LostVariable
     assert "reopened when the run resumes" in repr(into["f"])
     assert path.read_text() == "one\ntwo\n"
+
+
+def test_a_context_variable_token_resets_after_a_restore() -> None:
+    request = contextvars.ContextVar[str]("request", default="none")
+    unset = contextvars.ContextVar[int]("unset")
+
+    def first() -> bytes:
+        outer = request.set("outer")
+        inner = request.set("inner")
+        only = unset.set(1)
+        ns = {"inner": inner, "request": request, "outer": outer, "only": only, "unset": unset}
+        return Snapshotter().capture(ns).data
+
+    data = contextvars.Context().run(first)
+
+    def second() -> list[Any]:
+        into: dict[str, Any] = {}
+        Snapshotter().restore(data, load_blob=no_blobs, into=into)
+        var, seen = into["request"], [into["request"].get(), into["unset"].get()]
+        var.reset(into["inner"])
+        seen.append(var.get())
+        var.reset(into["outer"])
+        seen.append(var.get())
+        into["unset"].reset(into["only"])
+        seen.append(into["unset"] in contextvars.copy_context())
+        return seen
+
+    assert contextvars.Context().run(second) == ["inner", 1, "outer", "none", False]

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Final
 import cloudpickle
 from cloudpickle import cloudpickle as _cp
 
+from resumable.durability.live_frames import FRAME_REDUCERS
 from resumable.durability.lost import LostVariable
 from resumable.durability.resources import RESOURCE_REDUCERS, reduce_resource_subclass
 from resumable.durability.set_order import SetCapture, SetRestorer
@@ -50,6 +51,7 @@ _ATOMS: Final = frozenset({type(None), bool, int, float, complex, tuple, list})
 _PLAIN_ATOMS: Final = frozenset({type(None), bool, int, float, complex})
 _SKELETONS: Final = (_cp._make_skeleton_class, _cp._make_skeleton_enum)
 _LRU_CACHE: Final = type(functools.lru_cache(maxsize=None)(lambda: None))
+_BUILT_IN_REDUCERS: Final = {**RESOURCE_REDUCERS, **FRAME_REDUCERS}
 _CODE_FILENAME: Final = 10
 """Where ``co_filename`` stands among ``types.CodeType``'s arguments (3.11 to 3.13)."""
 
@@ -229,7 +231,7 @@ class _Pickler(cloudpickle.Pickler):  # type: ignore[misc]
 
     def reducer_override(self, obj: Any) -> Any:
         t = type(obj)
-        reduce = self.reducers.get(t) or RESOURCE_REDUCERS.get(t)
+        reduce = self.reducers.get(t) or _BUILT_IN_REDUCERS.get(t)
         if reduce is not None:
             return reduce(obj)
         if t is types.FunctionType:
