@@ -19,8 +19,8 @@ again in a new process:
 - a ``contextvars.ContextVar`` is made again with its name and default, and its value in the
   saving context is set in the restoring one. A ``contextvars.Token`` is made again in the
   restoring context from its variable and old value, so ``var.reset(token)`` after a resume
-  gives the variable back the value it had before ``set`` (limit: a token already used, or made
-  in another task's context, comes back usable here).
+  gives the variable back the value it had before ``set``; a token already used comes back
+  used (limit: a token made in another task's context comes back usable here).
 - a ``threading.Thread`` is refused: a thread does not survive a restart.
 
 The ``_make_*`` helpers are named in pickles: renaming one breaks old checkpoints.
@@ -109,14 +109,22 @@ def _make_context_var(
 
 
 def _make_context_token(
-    var: contextvars.ContextVar[Any], old: tuple[Any, ...]
+    var: contextvars.ContextVar[Any], old: tuple[Any, ...], used: bool = False
 ) -> contextvars.Token[Any]:
-    """A token of ``var`` whose ``reset`` gives ``var`` back ``old`` (``()``: no value).
+    """A token of ``var`` whose ``reset`` gives ``var`` back ``old`` (``()``: no value), or,
+    ``used``, raises as a token reset already does.
 
     Made in the restoring context, leaving ``var``'s value as it was restored.
     """
     context = contextvars.copy_context()
     current = (context[var],) if var in context else ()
+    if used or not (old or current):  # the second: no unused token can be in that state
+        before = var.set(old[0]) if old else None
+        token = var.set(None)
+        var.reset(token)
+        if before is not None:
+            var.reset(before)
+        return token
     first = None if old else _FIRST_SET.pop(var, None)
     if first is not None:
         var.reset(first)  # without a value, as when the token was made
@@ -238,7 +246,9 @@ def _reduce_context_var(var: contextvars.ContextVar[Any]) -> tuple[Any, ...]:
 
 def _reduce_context_token(token: contextvars.Token[Any]) -> tuple[Any, ...]:
     old = token.old_value
-    return (_make_context_token, (token.var, () if old is contextvars.Token.MISSING else (old,)))
+    old_value = () if old is contextvars.Token.MISSING else (old,)
+    used = repr(token).startswith("<Token used")  # CPython shows it nowhere else
+    return (_make_context_token, (token.var, old_value, used))
 
 
 def _reduce_loop_bound(obj: Any) -> tuple[Any, ...]:
