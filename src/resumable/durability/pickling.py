@@ -1,16 +1,14 @@
 """The pickler and unpickler behind :class:`~resumable.durability.snapshot.Snapshotter`.
 
-cloudpickle, plus: the namespace as a persistent id (functions of the program get the restore
-target as their globals), blobs for big leaves, closure cells shared as they were, modules by
-name, exceptions with their chain, sets with their hash table
-(:mod:`resumable.durability.set_order`), the program's own classes and functions by name in await
-results, and the process resources of :mod:`resumable.durability.resources`.
+cloudpickle, plus: the namespace as a persistent id (the program's functions get the restore
+target as globals), blobs for big leaves, closure cells shared as they were, modules by name,
+exceptions with their chain, sets with their hash table (:mod:`~resumable.durability.set_order`),
+the program's classes and functions by name in await results, process resources
+(:mod:`~resumable.durability.resources`), generators (:mod:`~resumable.durability.live_frames`).
 
-The ``_make_*``/``_fill_*``/``_rebuild_*`` helpers are written into pickles, as
-``resumable.durability.pickling.<name>`` (older checkpoints name them
-``resumable.durability.snapshot.<name>``, which re-exports them, or ``resumable.snapshot.<name>``
-from before the subpackage layout; :data:`_MOVED` maps those): renaming or dropping one breaks
-old checkpoints.
+The ``_make_*``/``_fill_*``/``_rebuild_*`` helpers are written into pickles as
+``resumable.durability.pickling.<name>`` (older: ``resumable.durability.snapshot.<name>``, or
+``resumable.snapshot.<name>``; :data:`_MOVED` maps those): renaming one breaks old checkpoints.
 """
 
 from __future__ import annotations
