@@ -393,7 +393,7 @@ import asyncio
 import sys
 import threading
 
-rows = (i for i in range(3))  # cannot be checkpointed: the runtime warns about it on stderr
+worker = threading.Thread(target=int)  # cannot be checkpointed: the runtime warns about it
 for i in range(3):
     print("line", await asyncio.sleep(0, i))
     print("progress", i, file=sys.stderr)

@@ -340,3 +340,43 @@ def test_a_restore_only_looked_at_never_opens_or_cuts_back_a_file(tmp_path: Path
     assert type(into["f"]) is LostVariable
     assert "reopened when the run resumes" in repr(into["f"])
     assert path.read_text() == "one\ntwo\n"
+
+
+def test_a_context_variable_token_resets_after_a_restore() -> None:
+    request = contextvars.ContextVar[str]("request", default="none")
+    unset = contextvars.ContextVar[int]("unset")
+    gone = contextvars.ContextVar[int]("gone", default=0)
+
+    def first() -> bytes:
+        outer = request.set("outer")
+        spent = request.set("spent")
+        request.reset(spent)
+        inner = request.set("inner")
+        only = unset.set(1)
+        gone.reset(gone_token := gone.set(5))
+        ns = {"inner": inner, "request": request, "outer": outer, "only": only, "unset": unset}
+        ns.update(spent=spent, gone=gone, gone_token=gone_token)
+        return Snapshotter().capture(ns).data
+
+    data = contextvars.Context().run(first)
+
+    def second() -> list[Any]:
+        into: dict[str, Any] = {}
+        Snapshotter().restore(data, load_blob=no_blobs, into=into)
+        var, seen = into["request"], [into["request"].get(), into["unset"].get()]
+        for used in ("spent", "gone_token"):
+            with pytest.raises(RuntimeError, match="has already been used once"):
+                into[used].var.reset(into[used])
+        seen += [var.get(), into["gone"].get(), into["gone"] in contextvars.copy_context()]
+        var.reset(into["inner"])
+        seen.append(var.get())
+        var.reset(into["outer"])
+        seen.append(var.get())
+        into["unset"].reset(into["only"])
+        seen.append(into["unset"] in contextvars.copy_context())
+        return seen
+
+    assert contextvars.Context().run(second) == [
+        *("inner", 1, "inner", 0, False),
+        *("outer", "none", False),
+    ]

@@ -162,7 +162,7 @@ print("in use", {use})
 @pytest.mark.parametrize(
     ("name", "make", "setup", "use", "kind"),
     [
-        ("rows", "(i for i in range(3))", "next(rows)", "next(rows)", "generator"),
+        ("worker", "threading.Thread(target=int)", "worker.start()", "worker.name", "thread"),
         ("conn", "socket.socket()", "conn.setblocking(False)", "conn.fileno()", "socket"),
     ],
 )

@@ -1,4 +1,4 @@
-"""A task a playbook keeps running past its statement survives a kill at any record.
+"""A task (or generator) a playbook keeps past its statement survives a kill at any record.
 
 The LLM's code starts a background task in one response and reads what it did in the
 next (while the reply streamed, the task went on), or while a nested playbook runs. A
@@ -106,6 +106,42 @@ Runs a ticker while a nested playbook works.
     ],
 )
 
+GENERATOR_ACROSS_TURNS = (
+    """\
+# Ticker
+Works through a plan kept as a generator across two replies.
+
+## Main
+### Steps
+- Make the plan and take its first item
+- Take the rest
+""",
+    AT_ONCE,
+    {
+        "Main": [
+            'await Step("Main:01:ACT")\n'
+            "import asyncio\n"
+            "def plan(n):\n"
+            "    for i in range(n):\n"
+            '        agent["planned"] = i\n'
+            '        yield f"item {i}"\n'
+            "todo = plan(4)\n"
+            "await asyncio.sleep(0)\n"
+            'await Say("user", f"first {next(todo)}")\n',
+            'await Step("Main:02:ACT")\n'
+            'await Say("user", f"then {next(todo)}, planned {agent[\'planned\']}")\n'
+            "rest = list(todo)\n"
+            'await Say("user", f"rest {rest}, planned {agent[\'planned\']}")\n'
+            "await End()\n",
+        ]
+    },
+    [
+        "Ticker → user: first item 0",
+        "Ticker → user: then item 1, planned 1",
+        "Ticker → user: rest ['item 2', 'item 3'], planned 3",
+    ],
+)
+
 
 def _sweep(
     tmp_path: Path, program: str, settings: str, responses: dict[str, list[str]]
@@ -122,6 +158,7 @@ def _sweep(
     [
         pytest.param(*ACROSS_TURNS, id="across-replies"),
         pytest.param(*WHILE_NESTED, id="while-a-nested-playbook-runs"),
+        pytest.param(*GENERATOR_ACROSS_TURNS, id="a-generator-across-replies"),
     ],
 )
 def test_a_task_kept_past_its_statement_resumes_exactly_after_a_kill_at_any_record(

@@ -1,4 +1,4 @@
-"""A task the code keeps running across turns survives a kill at any record of the run.
+"""A task (or generator) the code keeps across turns survives a kill at any record of the run.
 
 The code of an embedded run starts a task in one turn and lets it run on in the next ones
 (it moves while later statements await); the task's effects are calls of a tool. Killed
@@ -12,27 +12,41 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from tests.embedded import run_program
 
-PROGRAM = Path(__file__).with_name("tasks_program.py")
+HERE = Path(__file__).parent
 
 
-def test_a_task_kept_across_turns_resumes_exactly_after_a_kill_at_any_record(
-    tmp_path: Path,
+@pytest.mark.parametrize(
+    ("program", "last", "effects"),
+    [
+        pytest.param("tasks_program.py", "(6, 6) '[0, 10, 20, 30, 40, 50]\\n' None", 6, id="task"),
+        pytest.param(
+            "generators_program.py",
+            "(1, [2, 3, 4]) '[0, 10, 20, 30, 40]\\n' None",
+            5,
+            id="generator",
+        ),
+    ],
+)
+def test_a_task_or_generator_kept_across_turns_resumes_exactly_after_a_kill_at_any_record(
+    tmp_path: Path, program: str, last: str, effects: int
 ) -> None:
+    path = HERE / program
     (tmp_path / "clean").mkdir()
-    clean = run_program(PROGRAM, tmp_path / "clean")
+    clean = run_program(path, tmp_path / "clean")
     assert clean.returncode == 0, clean.stderr
-    assert clean.stdout.splitlines()[-2] == "(6, 6) '[0, 10, 20, 30, 40, 50]\\n' None"
+    assert clean.stdout.splitlines()[-2] == last
     ledger = (tmp_path / "clean" / "ledger").read_text()
-    assert ledger == "".join(f"book {n}\n" for n in range(6))
+    assert ledger == "".join(f"book {n}\n" for n in range(effects))
     wrong = []
     n = 1
     while True:
         folder = tmp_path / f"crash-{n}"
         folder.mkdir()
-        crashed = run_program(PROGRAM, folder, crash_after=n)
-        resumed = run_program(PROGRAM, folder)
+        crashed = run_program(path, folder, crash_after=n)
+        resumed = run_program(path, folder)
         assert resumed.returncode == 0, (n, resumed.stderr)
         said = resumed.stdout
         if said.count("\n") == 1:  # killed after its last record: only reported

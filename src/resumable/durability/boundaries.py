@@ -2,9 +2,11 @@
 
 A resume starts from the newest boundary that holds a namespace. The namespace is pickled
 once per statement and written only when it changed; while a task the program spawned runs
-on past its statement (or a frame further out replays from before such a task), a boundary
-is ``live``: it says where the frame stands but saves no namespace, since a resume replays
-from before that task (see ``docs/durability.md``, Resume).
+on past its statement (or a frame further out replays from before such a task), or while a
+value of the namespace holds a suspended frame (a generator, an async generator, a coroutine
+not yet finished: :mod:`resumable.durability.live_frames`), a boundary is ``live``: it says
+where the frame stands but saves no namespace, since a resume replays from before that task
+or object was made (see ``docs/durability.md``, Resume).
 """
 
 from __future__ import annotations
@@ -13,11 +15,12 @@ from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from resumable.durability.live_frames import LiveFrame
 from resumable.errors import CodeError
 from resumable.exec.statement import Statement
 
 if TYPE_CHECKING:
-    from resumable.durability.snapshot import Snapshotter
+    from resumable.durability.snapshot import Capture, Snapshotter
     from resumable.durability.writer import RecordWriter
 
 __all__ = ["Boundaries"]
@@ -54,12 +57,12 @@ class Boundaries:
     ) -> None:
         """Write statement ``index``'s boundary (``tasks``: unnamed tasks spawned so far)."""
         body: dict[str, Any] = {"t": turn, "i": index, "end": statement.end, "ns": None}
-        if live:
+        capture = None if live else self._capture()
+        if capture is None:
             body["live"] = True
             self._last_ns = None  # a resume never restores this one
             await self.manager.write_boundary(self.frame_id, body)
             return
-        capture = self.snapshotter.capture(self.namespace, exclude=self.exclude)
         await self.manager.put_blobs(capture.new_blobs)
         if capture.data != self._last_ns:
             body["ns"] = self._last_ns = capture.data
@@ -79,3 +82,10 @@ class Boundaries:
         if self.extras is not None:
             body.update(await self.extras())
         await self.manager.write_boundary(self.frame_id, body)
+
+    def _capture(self) -> Capture | None:
+        """The namespace pickled; None while a value in it holds a suspended frame."""
+        try:
+            return self.snapshotter.capture(self.namespace, exclude=self.exclude)
+        except LiveFrame:
+            return None

@@ -2,11 +2,15 @@
 
 A program's ``async for`` over a library's iterator journals each step as a foreign
 await. Replay answers the steps taken before the crash from the log without touching the
-fresh iterator, so before its first live step the iterator is advanced past them.
+fresh iterator, so before its first live step the iterator is advanced past them. The
+count is the iterator's, not one loop's: an iterator kept across statements (a replay
+window, see :mod:`resumable.durability.live_frames`) is read by one ``async for`` after
+another, and the first live step of any of them catches up with all of them.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import AsyncIterable, AsyncIterator
 from typing import Any, Protocol, TypeVar
 
@@ -16,6 +20,15 @@ from resumable.exec.hooks import DirectHook, is_program_code, is_program_generat
 T = TypeVar("T")
 
 _DIRECT = DirectHook()
+_BEHIND: weakref.WeakKeyDictionary[Any, list[int]] = weakref.WeakKeyDictionary()
+"""Per foreign iterator: the steps replay answered that it has not made yet."""
+
+
+def _behind_of(iterator: Any) -> list[int]:
+    try:
+        return _BEHIND.setdefault(iterator, [0])
+    except TypeError:  # no weak reference to it: counted by its loop alone
+        return [0]
 
 
 class ReplayProbe(Protocol):
@@ -66,17 +79,18 @@ class FastForward(AsyncIterator[T]):
         self._recorder = recorder
         self._proxy = proxy
         self._iterator = iterator
-        self._behind = 0
+        self._behind = _behind_of(iterator)
 
     def __aiter__(self) -> FastForward[T]:
         return self
 
     async def __anext__(self) -> T:
+        behind = self._behind
         if self._recorder.will_replay():
-            self._behind += 1
+            behind[0] += 1
         else:
-            while self._behind:
-                self._behind -= 1
+            while behind[0]:
+                behind[0] -= 1
                 with outside_keys():
                     await self._iterator.__anext__()
         return await self._proxy.__anext__()

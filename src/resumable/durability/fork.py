@@ -169,7 +169,7 @@ def _edited_frame(
         where = (
             "inside a statement"
             if frame.window is None
-            else "while a task it spawned runs on past its statement, in"
+            else "while a task or a generator outlives the statement that made it, in"
         )
         raise UsageError(
             f"record {at} of run {run_id} is {where} frame {frame.frame_id}: "

@@ -1,16 +1,14 @@
 """The pickler and unpickler behind :class:`~resumable.durability.snapshot.Snapshotter`.
 
-cloudpickle, plus: the namespace as a persistent id (functions of the program get the restore
-target as their globals), blobs for big leaves, closure cells shared as they were, modules by
-name, exceptions with their chain, sets with their hash table
-(:mod:`resumable.durability.set_order`), the program's own classes and functions by name in await
-results, and the process resources of :mod:`resumable.durability.resources`.
+cloudpickle, plus: the namespace as a persistent id (the program's functions get the restore
+target as globals), blobs for big leaves, closure cells shared as they were, modules by name,
+exceptions with their chain, sets with their hash table (:mod:`~resumable.durability.set_order`),
+the program's classes and functions by name in await results, process resources
+(:mod:`~resumable.durability.resources`), generators (:mod:`~resumable.durability.live_frames`).
 
-The ``_make_*``/``_fill_*``/``_rebuild_*`` helpers are written into pickles, as
-``resumable.durability.pickling.<name>`` (older checkpoints name them
-``resumable.durability.snapshot.<name>``, which re-exports them, or ``resumable.snapshot.<name>``
-from before the subpackage layout; :data:`_MOVED` maps those): renaming or dropping one breaks
-old checkpoints.
+The ``_make_*``/``_fill_*``/``_rebuild_*`` helpers are written into pickles as
+``resumable.durability.pickling.<name>`` (older: ``resumable.durability.snapshot.<name>``, or
+``resumable.snapshot.<name>``; :data:`_MOVED` maps those): renaming one breaks old checkpoints.
 """
 
 from __future__ import annotations
@@ -29,6 +27,7 @@ from cloudpickle import cloudpickle as _cp
 
 from resumable.durability.caches import LRU_CACHE as _LRU_CACHE
 from resumable.durability.caches import make_lru_cache, reduce_cache
+from resumable.durability.live_frames import FRAME_REDUCERS
 from resumable.durability.lost import LostVariable
 from resumable.durability.resources import RESOURCE_REDUCERS, reduce_resource_subclass
 from resumable.durability.set_order import SetCapture, SetRestorer
@@ -51,6 +50,7 @@ _ATOMS: Final = frozenset({type(None), bool, int, float, complex, tuple, list})
 _PLAIN_ATOMS: Final = frozenset({type(None), bool, int, float, complex})
 _SKELETONS: Final = (_cp._make_skeleton_class, _cp._make_skeleton_enum)
 _make_lru_cache: Final = make_lru_cache  # named in checkpoints from before caches kept entries
+_BUILT_IN_REDUCERS: Final = {**RESOURCE_REDUCERS, **FRAME_REDUCERS}
 _CODE_FILENAME: Final = 10
 """Where ``co_filename`` stands among ``types.CodeType``'s arguments (3.11 to 3.13)."""
 
@@ -226,7 +226,7 @@ class _Pickler(cloudpickle.Pickler):  # type: ignore[misc]
 
     def reducer_override(self, obj: Any) -> Any:
         t = type(obj)
-        reduce = self.reducers.get(t) or RESOURCE_REDUCERS.get(t)
+        reduce = self.reducers.get(t) or _BUILT_IN_REDUCERS.get(t)
         if reduce is not None:
             return reduce(obj)
         if t is types.FunctionType:

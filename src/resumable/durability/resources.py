@@ -17,7 +17,10 @@ again in a new process:
 - ``asyncio`` locks, events, conditions, semaphores and queues (with their items) are saved
   without their event loop and without waiters (the waiting tasks are not in the checkpoint).
 - a ``contextvars.ContextVar`` is made again with its name and default, and its value in the
-  saving context is set in the restoring one.
+  saving context is set in the restoring one. A ``contextvars.Token`` is made again in the
+  restoring context from its variable and old value, so ``var.reset(token)`` after a resume
+  gives the variable back the value it had before ``set``; a token already used comes back
+  used (limit: a token made in another task's context comes back usable here).
 - a ``threading.Thread`` is refused: a thread does not survive a restart.
 
 The ``_make_*`` helpers are named in pickles: renaming one breaks old checkpoints.
@@ -53,6 +56,9 @@ _LOOP_BOUND: Final = asyncio.mixins._LoopBoundMixin
 _STDIO: Final = {"<stdout>": "stdout", "<stderr>": "stderr", "<stdin>": "stdin"}
 _RLOCK_COUNT: Final = re.compile(r"count=(\d+)")
 _REOPEN: Final = contextvars.ContextVar("resumable_reopen_files", default=True)
+_FIRST_SET: dict[contextvars.ContextVar[Any], contextvars.Token[Any]] = {}
+"""The token of the value a restored variable was made with: a token restored with no old
+value undoes it, so that its own ``reset`` leaves the variable without a value again."""
 
 
 @contextlib.contextmanager
@@ -99,8 +105,37 @@ def _make_context_var(
         else contextvars.ContextVar(name)
     )
     if value:
-        var.set(value[0])
+        _FIRST_SET[var] = var.set(value[0])
     return var
+
+
+def _make_context_token(
+    var: contextvars.ContextVar[Any], old: tuple[Any, ...], used: bool = False
+) -> contextvars.Token[Any]:
+    """A token of ``var`` whose ``reset`` gives ``var`` back ``old`` (``()``: no value), or,
+    ``used``, raises as a token reset already does.
+
+    Made in the restoring context, leaving ``var``'s value as it was restored.
+    """
+    context = contextvars.copy_context()
+    current = (context[var],) if var in context else ()
+    if used or not (old or current):  # the second: no unused token can be in that state
+        before = var.set(old[0]) if old else None
+        token = var.set(None)
+        var.reset(token)
+        if before is not None:
+            var.reset(before)
+        return token
+    first = None if old else _FIRST_SET.pop(var, None)
+    if first is not None:
+        var.reset(first)  # without a value, as when the token was made
+    before = var.set(old[0]) if old else None
+    token = var.set(None)
+    if current:
+        var.set(current[0])
+    elif before is not None:
+        var.reset(before)
+    return token
 
 
 def _make_file(
@@ -212,6 +247,13 @@ def _reduce_context_var(var: contextvars.ContextVar[Any]) -> tuple[Any, ...]:
     return (_make_context_var, (var.name, default, value))
 
 
+def _reduce_context_token(token: contextvars.Token[Any]) -> tuple[Any, ...]:
+    old = token.old_value
+    old_value = () if old is contextvars.Token.MISSING else (old,)
+    used = repr(token).startswith("<Token used")  # CPython shows it nowhere else
+    return (_make_context_token, (token.var, old_value, used))
+
+
 def _reduce_loop_bound(obj: Any) -> tuple[Any, ...]:
     """An asyncio primitive without its loop and its waiters (futures of a dead loop)."""
     state = dict(obj.__dict__)
@@ -236,6 +278,7 @@ RESOURCE_REDUCERS: Final[dict[type, Callable[[Any], tuple[Any, ...]]]] = {
     _RLOCK: _reduce_rlock,
     queue.SimpleQueue: _reduce_simple_queue,
     contextvars.ContextVar: _reduce_context_var,
+    contextvars.Token: _reduce_context_token,
     threading.Thread: _refuse_thread,
     asyncio.Task: reduce_task,
     **dict.fromkeys(

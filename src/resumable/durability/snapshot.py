@@ -1,25 +1,20 @@
 """Namespace capture and restore: one cloudpickle of a frame's namespace, big leaves as blobs.
 
 Design note. :meth:`Snapshotter.capture` pickles all variables in ONE pickle, so aliasing between
-them survives. The namespace dict itself is a persistent id: functions whose ``__globals__`` is the
-namespace are rebuilt with the restore target as their globals, so ``global n`` still works after a
-resume. Closure cells are created empty and filled afterwards, so closures that share a cell keep
-sharing it. ``bytes``/``str`` over ``blob_threshold`` and registered external types become
-content-addressed blobs (sha256 of a codec-tagged encoding) whose digest is cached by object
-identity: an unchanged 50 MB value is hashed once, not at every statement. A variable that cannot
-be pickled is found by pickling the values one by one, left out with a :class:`CheckpointWarning`,
-and bound to a :class:`LostVariable` on restore. Await results (:meth:`Snapshotter.dumps_value`)
-name the classes and functions the program bound in its namespace instead of copying them, so
-``isinstance`` and identity hold on replay; plain values go straight to the C pickler.
+them survives. The namespace dict is a persistent id: functions whose ``__globals__`` is it are
+rebuilt with the restore target as their globals (``global n`` works after a resume). Closure
+cells are created empty and filled afterwards, so closures sharing a cell still do. ``bytes``/
+``str`` over ``blob_threshold`` and registered external types become content-addressed blobs
+(sha256 of a codec-tagged encoding), their digest cached by object identity: an unchanged 50 MB
+value is hashed once. A variable that cannot be pickled is found by pickling the values one by
+one, left out with a :class:`CheckpointWarning`, and bound to a :class:`LostVariable` on restore.
+Await results (:meth:`Snapshotter.dumps_value`) name the program's classes and functions instead
+of copying them, so ``isinstance`` and identity hold on replay.
 
-Loading a pickle runs code: callers must verify a record's MAC before :meth:`Snapshotter.restore`
-or :meth:`Snapshotter.loads_value`. Blobs are checked against their digest when loaded.
-A Snapshotter is not thread-safe. The names of this module's ``_make_*``/``_fill_*``/``_rebuild_*``
-helpers, and ``LostVariable`` (from :mod:`resumable.durability.lost`), are written into pickles as
-``resumable.durability.snapshot.<name>`` (``resumable.snapshot.<name>`` before the subpackage
-layout; :data:`_MOVED` maps those): renaming or dropping one breaks old checkpoints. The
-placeholder and its warning live in :mod:`resumable.durability.lost`, the user's reducers in
-:mod:`resumable.durability.reducers`.
+Loading a pickle runs code: callers verify a record's MAC before :meth:`Snapshotter.restore` or
+:meth:`Snapshotter.loads_value`; blobs are checked against their digest. Not thread-safe. Names of
+the ``_make_*``/``_fill_*``/``_rebuild_*`` helpers and ``LostVariable`` are in pickles as
+``resumable.durability.snapshot.<name>`` (older: ``resumable.snapshot.<name>``, see :data:`_MOVED`).
 """
 
 from __future__ import annotations
@@ -33,6 +28,7 @@ from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from resumable.durability.live_frames import LiveFrame
 from resumable.durability.lost import CheckpointWarning, LostVariable
 from resumable.durability.pickling import (
     _ATOMS,
@@ -141,6 +137,7 @@ class Snapshotter:
         """Pickle every variable of ``ns`` but ``exclude``; unpicklable ones are left out.
 
         A variable newly left out gets a :class:`CheckpointWarning` naming it and the reason.
+        Raises :class:`LiveFrame`, capturing nothing, when a value holds a suspended frame.
         """
         pids: dict[int, tuple[str, ...]] = {id(ns): _NS_PID}
         values: dict[str, Any] = {}
@@ -161,6 +158,8 @@ class Snapshotter:
         found: dict[str, tuple[object, str, bool]] = {}
         try:
             data = self._dump(_payload(values, lost, process), ns, pids, _NAMESPACE_CODEC)
+        except LiveFrame:
+            raise
         except Exception:
             found = self._diagnose(values, ns, pids)
             for name, (_, reason, _) in found.items():
@@ -268,6 +267,8 @@ class Snapshotter:
             diagnosing.last = None
             try:
                 self._dump(value, ns, pids, b"", by_name=by_name, pickler=diagnosing)
+            except LiveFrame:
+                raise
             except Exception as exc:
                 culprit = diagnosing.last
                 found[name] = (value, _reason(value, culprit, exc), culprit is value)
