@@ -26,6 +26,7 @@ from resumable.durability.records import RecordCodec
 from resumable.durability.session import RunOutcome, codec_for, store_for
 from resumable.durability.stopping import StopRequested
 from resumable.errors import ResumableError, UsageError
+from resumable.extras import DISTRIBUTION
 from resumable.store.base import CheckpointStore
 
 T = TypeVar("T")
@@ -106,7 +107,7 @@ def _version(value: bool) -> None:
         from importlib.metadata import PackageNotFoundError, metadata
 
         try:
-            about = metadata("resumable")
+            about = metadata(DISTRIBUTION)
         except PackageNotFoundError:  # a source tree that was never installed
             print("resumable (version unknown: not installed; `pip install .` records it)")
             raise typer.Exit(0) from None
