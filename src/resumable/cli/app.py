@@ -8,6 +8,7 @@ says goes to stderr. Exit codes: 0 done, 1 program error (or gave up, or cancell
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import os
 import sys
@@ -54,7 +55,20 @@ def main() -> None:
     global _standalone
     _standalone = True
     _route_warnings()
-    app()
+    try:
+        app()
+    except OSError as exc:
+        if exc.errno != errno.ENAMETOOLONG:
+            raise
+        name = shown_path(str(exc.filename)) if exc.filename else "a path"
+        err.print(f"resumable: error: {name}: {exc.strerror}; use a shorter one", markup=False)
+        sys.exit(2)
+
+
+def shown_path(path: object, limit: int = 80) -> str:
+    """A path for a one-line message: its start and end when it is too long to read."""
+    text = str(path)
+    return text if len(text) <= limit else f"{text[: limit // 2]}...{text[-limit // 2 :]}"
 
 
 def standalone() -> bool:

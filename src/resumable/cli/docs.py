@@ -34,7 +34,7 @@ PowerShell) and `--show-completion` prints it.
 |---|---|
 | 0 | done |
 | 1 | the program failed (its traceback is on stderr), gave up after `max_attempts`, or was cancelled |
-| 2 | usage or configuration error: one line naming the thing and the fix; nothing checkpointed was changed |
+| 2 | usage or configuration error: one line naming the thing and the fix; the store is left byte for byte as it was (a `resume` checks its hooks, and a `max_record_bytes` below the run's largest record, before it takes the run) |
 | 3 | waiting for human input (`resumable answer`, then `resumable resume`) |
 
 A run's status is one of running, crashed (running with no live owner), waiting,

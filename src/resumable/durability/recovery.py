@@ -57,6 +57,14 @@ class RecoveryCoordinator:
         self.store = store
         self.codec = codec
 
+    async def check_record_limit(self, run_id: str) -> None:
+        """Refuse a ``max_record_bytes`` below the largest record of the log before the run is
+        owned: a resume writes records like it (RecordTooLargeError, the store untouched)."""
+        stored = (await self.store.read(run_id)).records
+        if stored:
+            largest = max(stored, key=lambda s: len(s.data))
+            self.codec.seal(self.codec.open(largest.data, run_id=run_id, seq=largest.seq))
+
     async def can_recover(self, run_id: str) -> bool:
         """True if the run exists, is not finished and no live owner holds it."""
         for summary in await self.store.list_runs():
