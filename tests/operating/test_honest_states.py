@@ -112,12 +112,12 @@ def test_journaled_calls_are_named_by_kind(work: Path, inspector: TestClient) ->
         ("await", "await at line 14"),
         ("await", "await at line 14"),
     ]
-    # the completed awaits of the statement in progress: one per line, by kind and line
+    # the completed calls of the statement in progress: one per line, by kind and line
     in_flight = page[page.index('class="in-flight"') :]
     in_flight = in_flight[: in_flight.index("</div>")]
     assert re.findall(r"<li>([^<]*)</li>", in_flight) == ["await at line 14"] * 2
     shown = look(["show", "killed"], work).stdout.splitlines()
-    at = shown.index("  completed awaits of the statement in progress:")
+    at = shown.index("  completed calls of the statement in progress:")
     assert shown[at + 1 : at + 3] == ["    await at line 14"] * 2
 
 

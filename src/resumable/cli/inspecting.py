@@ -170,7 +170,7 @@ def show_command(
             for name, reason in frame.lost.items():
                 out.print(f"    {name} = <lost: {reason}>", markup=False)
         if frame.completed_awaits:
-            out.print("  completed awaits of the statement in progress:", markup=False)
+            out.print("  completed calls of the statement in progress:", markup=False)
             for site in frame.completed_awaits:
                 out.print(f"    {describe_call(site)}", markup=False)
         out.print("  executed:", markup=False)
