@@ -211,7 +211,7 @@ class RunSession:
                 # records is refused untouched.
                 first = await coordinator.load(run_id, loss=loss)
                 _check_started(run_id, first)
-                await coordinator.check_record_limit(run_id)
+                coordinator.check_record_limit(first)
                 skipped = first.problems
                 lease = await store.acquire(run_id, owner_name(), settings.lease_seconds)
             loaded = await coordinator.load(run_id, loss=loss)
