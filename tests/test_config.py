@@ -229,6 +229,7 @@ def test_bad_environment_values_name_the_variable_and_key(
         ),
         ("[llm]\ntemperature = 3.5\n", "llm.temperature", ["number from 0 to 2, got 3.5"]),
         ("[llm]\nmax_retries = -1\n", "llm.max_retries", ["integer >= 0"]),
+        ("[llm]\nmax_continuations = -1\n", "llm.max_continuations", ["integer >= 0"]),
         (
             '[durability]\nbefore_checkpoint = "not a hook"\n',
             "durability.before_checkpoint",
@@ -376,6 +377,7 @@ def test_to_toml_round_trips_every_setting(tmp_path: Path) -> None:
             request_timeout_seconds=30.0,
             turn_timeout_seconds=90.0,
             max_retries=0,
+            max_continuations=7,
             temperature=0.3,
         ),
         runtime=RuntimeSettings(max_llm_calls=7, max_fix_attempts=0, no_input=True, progress="off"),

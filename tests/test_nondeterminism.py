@@ -7,6 +7,7 @@ import datetime
 import os
 import random
 import secrets
+import sys
 import textwrap
 import time
 import uuid
@@ -166,3 +167,26 @@ def test_uninstall_puts_the_originals_back() -> None:
     assert (time.time, random.random, os.urandom, secrets.token_hex, uuid.uuid4) == originals
     assert datetime.datetime.__dict__["now"] is now
     assert isinstance(datetime.datetime.now(), datetime.datetime)
+
+
+def test_where_datetime_cannot_be_patched_the_rest_is_journaled_and_it_is_said_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert nondeterminism.DATETIME_UNSUPPORTED is None  # the interpreter the suite runs on
+    monkeypatch.setattr(sys, "version_info", (3, 14, 0))
+    reason = nondeterminism._datetime_unsupported()
+    assert reason is not None
+    assert "checked on CPython 3.11-3.13 only" in reason
+    monkeypatch.undo()
+    monkeypatch.setattr(nondeterminism, "DATETIME_UNSUPPORTED", reason)
+    monkeypatch.setattr(nondeterminism, "_datetime_warned", False)
+    now = datetime.datetime.__dict__["now"]
+    with pytest.warns(RuntimeWarning, match=r"datetime.datetime.now\(\) and utcnow\(\) are not"):
+        nondeterminism.install(lambda name, thunk: thunk())
+    try:
+        assert datetime.datetime.__dict__["now"] is now  # left alone
+        assert getattr(time.time, "__wrapped__", None) is not None
+    finally:
+        nondeterminism.uninstall()
+    nondeterminism.install(lambda name, thunk: thunk())  # said once a process
+    nondeterminism.uninstall()

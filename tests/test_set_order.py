@@ -205,3 +205,16 @@ def test_where_sets_cannot_be_read_they_are_pickled_as_before_and_it_is_said_onc
     into = {}
     Snapshotter().restore(plain, load_blob=lambda d: b"", into=into)  # an older checkpoint's form
     assert into["words"] == words
+
+
+@pytest.mark.parametrize("version", [(3, 10, 14), (3, 14, 0)])
+def test_a_cpython_whose_set_rules_were_not_read_is_unsupported_by_name(
+    monkeypatch: pytest.MonkeyPatch, version: tuple[int, int, int]
+) -> None:
+    from resumable.durability import set_table
+
+    assert set_table.UNSUPPORTED is None  # the interpreter the suite runs on
+    monkeypatch.setattr(sys, "version_info", version)
+    reason = set_table._unsupported()
+    assert reason is not None
+    assert "is not CPython 3.11-3.13" in reason

@@ -13,9 +13,13 @@ from types import ModuleType
 
 from resumable.errors import ConfigError
 
+DISTRIBUTION = "resumable-exec"
+"""The name on the package index (``resumable`` there is another project); the import
+name and the command stay ``resumable``."""
+
 
 def import_extra(module: str, extra: str, needed_for: str, *, key: str | None = None) -> ModuleType:
-    """``importlib.import_module(module)``, or a ConfigError naming ``resumable[extra]``."""
+    """``importlib.import_module(module)``, or a ConfigError naming ``resumable-exec[extra]``."""
     try:
         return importlib.import_module(module)
     except ImportError as exc:
@@ -23,7 +27,7 @@ def import_extra(module: str, extra: str, needed_for: str, *, key: str | None = 
             raise  # the driver is there but something inside it is broken: show that
         raise ConfigError(
             f"{needed_for} needs the {module.split('.')[0]} package, which is not installed: "
-            f"pip install 'resumable[{extra}]'",
+            f"pip install '{DISTRIBUTION}[{extra}]'",
             key=key,
             extra=extra,
         ) from None

@@ -48,7 +48,7 @@ def test_a_crashed_local_run_is_migrated_and_finished_by_a_worker(
     )
     assert moved.code == 0, moved.stderr
     assert "trip: 12/12 records copied" in moved.stderr
-    assert "copied 1 runs (12 records" in moved.stderr
+    assert "copied 1 run (12 records" in moved.stderr
     assert set(schema.runs()) == {"trip"}
 
     worker = spawn("worker", LEDGER=str(ledger))

@@ -33,6 +33,7 @@ class Stream:
     delay: float = 0.0  # seconds before the status line
     pause: float = 0.0  # seconds between events (a slow drip)
     bom: bool = False  # a UTF-8 byte order mark first, split over two writes
+    length_after: int | None = None  # end after this many characters, finish_reason "length"
 
 
 @dataclass(frozen=True)
@@ -186,13 +187,14 @@ def _events(reply: Stream) -> list[bytes | int]:
     out: list[bytes | int] = [event(chunk({"role": "assistant", "content": ""}), name)]
     if reply.named_events:
         out.append(f"event: ping{eol}data: {{}}{eol}{eol}".encode())
-    for start in range(0, len(reply.text), reply.piece):
-        piece = reply.text[start : start + reply.piece]
+    text = reply.text if reply.length_after is None else reply.text[: reply.length_after]
+    for start in range(0, len(text), reply.piece):
+        piece = text[start : start + reply.piece]
         if reply.keepalive:
             out.append(f": keep-alive{eol}{eol}".encode())
         out += [len(piece), event(chunk({"content": piece}), name)]
     if reply.finish:
-        out.append(event(chunk({}, "stop"), name))
+        out.append(event(chunk({}, "length" if len(text) < len(reply.text) else "stop"), name))
     if reply.usage is not None:
         prompt, completion = reply.usage
         usage = {"prompt_tokens": prompt, "completion_tokens": completion}

@@ -390,3 +390,51 @@ async def test_consumer_stopping_early_closes_the_response(server: SSEServer) ->
 
     assert first == CODE[:2]
     assert "".join(await collect(provider)) == "x = 1\n"
+
+
+async def test_a_reply_stopped_at_the_length_limit_is_continued_from_its_prefix(
+    server: SSEServer,
+) -> None:
+    cut = 37
+    server.add(
+        Stream(CODE, piece=4, length_after=cut, usage=(100, 10)),
+        Stream(CODE[cut:], piece=4, usage=(140, 20)),
+    )
+    provider = provider_for(server)
+    provider.max_continuations = 1
+
+    pieces = await collect(provider)
+
+    assert "".join(pieces) == CODE
+    assert len(server.requests) == 2
+    continued = server.requests[1].messages
+    assert continued[-2] == {"role": "assistant", "content": CODE[:cut]}
+    assert continued[-1] == {"role": "user", "content": CONTINUE_INSTRUCTION}
+    assert provider.last_usage == Usage(240, 30)  # both requests were billed
+
+
+async def test_more_length_stops_than_max_continuations_fail_naming_the_setting(
+    server: SSEServer,
+) -> None:
+    server.add(Stream(CODE, piece=4, length_after=20), Stream(CODE[20:], piece=4, length_after=20))
+    provider = provider_for(server)
+    provider.max_continuations = 1
+
+    with pytest.raises(LLMError) as caught:
+        await collect(provider)
+
+    assert 'finish_reason "length"' in str(caught.value)
+    assert "[llm] max_continuations (now 1)" in str(caught.value)
+    assert len(server.requests) == 2
+
+
+def test_max_continuations_is_a_validated_setting() -> None:
+    from resumable.config import load_config
+
+    with pytest.raises(ConfigError, match="max_continuations"):
+        load_config(env={"RESUMABLE_LLM_MAX_CONTINUATIONS": "-1"})
+    made = make_provider(
+        provider="openai", base_url="http://127.0.0.1:1/v1", max_continuations=5, env={}
+    )
+    assert isinstance(made, OpenAIProvider)
+    assert made.max_continuations == 5

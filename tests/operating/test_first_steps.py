@@ -18,13 +18,14 @@ from typer.testing import CliRunner
 
 from resumable.cli import app
 from resumable.cli.docs import render
+from resumable.extras import DISTRIBUTION
 from resumable.playbooks.primitives import answer_problem, approval, parse_answer
 
 
 def test_version_comes_from_the_package_metadata(tmp_path: Path) -> None:
     shown = resumable(["--version"], tmp_path)
     assert shown.code == 0
-    about = metadata("resumable")
+    about = metadata(DISTRIBUTION)
     first, *urls = shown.stdout.splitlines()
     assert first == f"resumable {about['Version']}"
     assert urls == [entry.replace(", ", ": ", 1) for entry in about.get_all("Project-URL") or ()]

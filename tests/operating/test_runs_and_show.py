@@ -80,10 +80,7 @@ def test_show_of_a_failed_run_gives_its_error_and_line(work: Path) -> None:
     shown = look(["show", "b-fails"], work)
     assert shown.code == 0, shown.stderr
     assert "failed: ValueError: no luck with 1" in shown.stdout
-    assert (
-        "last error in the code: line 3 of response 1 of frame main: raise ValueError"
-        in shown.stdout
-    )
+    assert "last error in the code: line 3 of the script: raise ValueError" in shown.stdout
     assert "traceback:" in shown.stdout
     error = json.loads(look(["show", "b-fails", "--json"], work).stdout)["error"]
     assert error["line"] == 3

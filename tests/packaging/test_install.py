@@ -1,11 +1,13 @@
-"""What a user gets from `pip install resumable`: a small core, LICENSE and the examples.
+"""What a user gets from `pip install resumable-exec`: a small core, LICENSE and the examples.
 
-Built and installed for real: a wheel from this checkout, into a fresh virtual environment.
+Built and installed for real: a wheel from this checkout, installed by its distribution name
+(with and without extras) into fresh virtual environments, as from the package index.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import tomllib
@@ -13,7 +15,10 @@ import venv
 import zipfile
 from pathlib import Path
 
+import httpx
 import pytest
+
+from resumable.extras import DISTRIBUTION
 
 ROOT = Path(__file__).resolve().parents[2]
 OUTSIDE = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
@@ -44,22 +49,38 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         timeout=600,
         env=OUTSIDE,
     )
-    (built,) = out.glob("resumable-*.whl")
+    (built,) = out.glob("*.whl")
     return built
 
 
-@pytest.fixture(scope="module")
-def fresh_env(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def env_with(requirement: str, wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv where `pip install REQUIREMENT` found this wheel by its name."""
     env = tmp_path_factory.mktemp("venv")
     venv.create(env, with_pip=True)
+    pip = [str(env / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check"]
     subprocess.run(
-        [str(env / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check", str(wheel)],
+        [*pip, "--find-links", str(wheel.parent), requirement],
         check=True,
         capture_output=True,
         timeout=600,
         env=OUTSIDE,
     )
     return env
+
+
+@pytest.fixture(scope="module")
+def fresh_env(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return env_with(DISTRIBUTION, wheel, tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def ui_env(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return env_with(f"{DISTRIBUTION}[ui]", wheel, tmp_path_factory)
+
+
+def test_the_wheel_is_named_for_the_package_index(wheel: Path) -> None:
+    assert tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["name"] == DISTRIBUTION
+    assert wheel.name.startswith("resumable_exec-")
 
 
 def test_the_wheel_carries_license_and_examples(wheel: Path) -> None:
@@ -131,7 +152,7 @@ def test_a_missing_extra_is_one_line(
     )
     assert run.returncode == 2
     assert len(run.stderr.strip().splitlines()) == 1, run.stderr
-    assert f"pip install 'resumable[{extra}]'" in run.stderr
+    assert f"pip install 'resumable-exec[{extra}]'" in run.stderr
     assert not (tmp_path / ".resumable").exists() or not any(
         (tmp_path / ".resumable").rglob("*.seg")
     )
@@ -142,5 +163,47 @@ def test_the_inspector_without_its_extra_is_one_line(fresh_env: Path, tmp_path: 
     assert run.returncode == 2
     assert run.stderr.splitlines() == [
         "resumable: error: resumable ui needs the starlette package, which is not installed: "
-        "pip install 'resumable[ui]'"
+        "pip install 'resumable-exec[ui]'"
     ]
+
+
+def test_installed_with_the_ui_extra_the_inspector_starts(ui_env: Path, tmp_path: Path) -> None:
+    listed = subprocess.run(
+        [str(ui_env / "bin" / "pip"), "list", "--format=freeze"],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=OUTSIDE,
+    ).stdout.lower()
+    assert f"{DISTRIBUTION}==" in listed
+    assert "starlette==" in listed
+    server = subprocess.Popen(
+        [str(ui_env / "bin" / "resumable"), "ui", "--port", "0"],
+        cwd=tmp_path,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=OUTSIDE,
+    )
+    try:
+        assert server.stderr is not None
+        line = server.stderr.readline()
+        found = re.search(r"inspector at (http://\S+)", line)
+        assert found, line
+        page = httpx.get(found.group(1), timeout=30)
+        assert page.status_code == 200
+        assert "resumable" in page.text
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        if server.stderr is not None:
+            server.stderr.close()
+
+
+def test_with_an_extra_installed_the_hint_for_another_names_the_distribution(
+    ui_env: Path, tmp_path: Path
+) -> None:
+    config = tmp_path / "playbooks.toml"
+    config.write_text('[durability]\nstore = "redis"\nurl = "redis://127.0.0.1:6379/0"\n')
+    run = installed(ui_env, "run", "scenario", "--config", str(config), cwd=tmp_path)
+    assert run.returncode == 2
+    assert run.stderr.strip().endswith("pip install 'resumable-exec[redis]'"), run.stderr

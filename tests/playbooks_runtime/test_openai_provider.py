@@ -255,3 +255,61 @@ async def test_a_missing_api_key_is_one_line_and_nothing_is_lost(
     done = await run_cli(["resume", "r"], tmp_path, local)
     assert done.code == 0, done.stderr
     assert (crashed.stdout + done.stdout).splitlines() == SCENARIO_TRANSCRIPT
+
+
+class LengthCapped(PlayedLLM):
+    """A server whose output limit is ``cap`` characters: every longer reply ends there with
+    ``finish_reason: "length"``, and so does each continuation of it."""
+
+    cap = 40
+
+    def popleft(self) -> Reply:
+        reply = super().popleft()
+        assert isinstance(reply, Stream)
+        return Stream(reply.text, piece=5, length_after=self.cap)
+
+
+@pytest.fixture
+async def capped() -> AsyncIterator[LengthCapped]:
+    table = tomllib.loads(SCENARIO.with_name("main.responses.toml").read_text())
+    responses = {name: [e["response"] for e in entries] for name, entries in table.items()}
+    async with SSEServer() as server:
+        played = LengthCapped(server, responses)
+        server.replies = played  # type: ignore[assignment]
+        yield played
+
+
+async def test_replies_cut_at_the_length_limit_are_continued_to_the_uncut_transcript(
+    capped: LengthCapped, tmp_path: Path
+) -> None:
+    longest = max(len(r) for replies in capped.responses.values() for r in replies)
+    needed = -(-longest // capped.cap) - 1  # continuations the longest reply takes
+    assert needed >= 3
+    done = await run_cli(
+        ["run", str(SCENARIO)],
+        tmp_path,
+        capped.server.base_url,
+        RESUMABLE_LLM_MAX_CONTINUATIONS=str(needed),
+    )
+    assert done.code == 0, done.stderr
+    assert done.stdout.splitlines() == SCENARIO_TRANSCRIPT
+    assert [call for call in capped.calls() if not call[2]] == ORDER
+    assert sum(call[2] for call in capped.calls()) >= needed
+    assert len(_ledger(tmp_path)) == 1
+
+
+async def test_one_cut_more_than_max_continuations_fails_naming_it_and_resume_finishes(
+    capped: LengthCapped, tmp_path: Path
+) -> None:
+    url = capped.server.base_url
+    failed = await run_cli(
+        ["run", str(SCENARIO), "--run-id", "r"], tmp_path, url, RESUMABLE_LLM_MAX_CONTINUATIONS="1"
+    )
+    assert failed.code == 2
+    (line,) = _error_lines(failed)
+    assert 'finish_reason "length"' in line
+    assert "raise [llm] max_continuations (now 1)" in line
+    resumed = await run_cli(["resume", "r"], tmp_path, url, RESUMABLE_LLM_MAX_CONTINUATIONS="20")
+    assert resumed.code == 0, resumed.stderr
+    assert (failed.stdout + resumed.stdout).splitlines() == SCENARIO_TRANSCRIPT
+    assert len(_ledger(tmp_path)) == 1

@@ -8,6 +8,7 @@ says goes to stderr. Exit codes: 0 done, 1 program error (or gave up, or cancell
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import os
 import sys
@@ -26,6 +27,7 @@ from resumable.durability.records import RecordCodec
 from resumable.durability.session import RunOutcome, codec_for, store_for
 from resumable.durability.stopping import StopRequested
 from resumable.errors import ResumableError, UsageError
+from resumable.extras import DISTRIBUTION
 from resumable.store.base import CheckpointStore
 
 T = TypeVar("T")
@@ -53,7 +55,20 @@ def main() -> None:
     global _standalone
     _standalone = True
     _route_warnings()
-    app()
+    try:
+        app()
+    except OSError as exc:
+        if exc.errno != errno.ENAMETOOLONG:
+            raise
+        name = shown_path(str(exc.filename)) if exc.filename else "a path"
+        err.print(f"resumable: error: {name}: {exc.strerror}; use a shorter one", markup=False)
+        sys.exit(2)
+
+
+def shown_path(path: object, limit: int = 80) -> str:
+    """A path for a one-line message: its start and end when it is too long to read."""
+    text = str(path)
+    return text if len(text) <= limit else f"{text[: limit // 2]}...{text[-limit // 2 :]}"
 
 
 def standalone() -> bool:
@@ -106,7 +121,7 @@ def _version(value: bool) -> None:
         from importlib.metadata import PackageNotFoundError, metadata
 
         try:
-            about = metadata("resumable")
+            about = metadata(DISTRIBUTION)
         except PackageNotFoundError:  # a source tree that was never installed
             print("resumable (version unknown: not installed; `pip install .` records it)")
             raise typer.Exit(0) from None

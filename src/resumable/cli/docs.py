@@ -34,8 +34,9 @@ PowerShell) and `--show-completion` prints it.
 |---|---|
 | 0 | done |
 | 1 | the program failed (its traceback is on stderr), gave up after `max_attempts` attempts in a row without progress, or was cancelled |
-| 2 | usage or configuration error: one line naming the thing and the fix; nothing checkpointed was changed |
+| 2 | usage or configuration error: one line naming the thing and the fix; the store is left byte for byte as it was (a `resume` checks its hooks, and a `max_record_bytes` below the run's largest record, before it takes the run) |
 | 3 | waiting for human input (`resumable answer`, then `resumable resume`) |
+| N | the program called `sys.exit(N)`: its code, as under `python` (the run is completed for 0, failed otherwise) |
 
 A run's status is one of running, crashed (running with no live owner), waiting,
 pending, completed, failed, cancelled, or damaged (its metadata cannot be read:
@@ -63,7 +64,7 @@ TAIL = """\
 | `RESUMABLE_CONFIG` | the config file to use |
 | `RESUMABLE_<SECTION>_<KEY>` | overrides one setting, e.g. `RESUMABLE_DURABILITY_SYNC=flush` |
 | `RESUMABLE_MAC_KEY` | the record-authentication key (default: the store's own, created on first use) |
-| `RESUMABLE_ENCRYPTION_KEY` | the encryption key when `[durability] encrypt = true` (`resumable init` prints a new one) |
+| `RESUMABLE_ENCRYPTION_KEY` | the encryption key when `[durability] encrypt = true` (`resumable init` writes a new one to `resumable.key`, mode 0600) |
 | `PYTHONHASHSEED` | a number: the string hash seed `exec` and `run` give a new run (default: the store's own, derived from its MAC key); `resume` and `worker` replace it with the run's or the store's |
 | `RESUMABLE_CRASH_AFTER=N` | fault injection: SIGKILL right after the N-th record is durable |
 | `RESUMABLE_SCRIPTED_LOG` | the scripted provider appends one JSON line per LLM call to this file |
@@ -77,10 +78,13 @@ process ends, after what the program printed:
 `{"run_id": ..., "status": ..., "exit_code": ..., "message": ...}`.
 
 `resumable steps --json` prints an array of entries, one per record (chunks of streamed
-LLM text only with `--kind chunk`). `duration` is the time since the frame's previous
+LLM text only with `--kind chunk`: without it, stderr says how many chunk records the
+numbering skips). `duration` is the time since the frame's previous
 record, in seconds (null for its first); `key` is the await's idempotency key without
 the run id (`FRAME/RESPONSE.STATEMENT.AWAIT`), a statement's position, or a question's
-key; `value` is a short text. It follows this schema:
+key; `value` is a short text. Responses and LLM calls count from 1, statements and
+awaits from 0, everywhere (`show`, `show --json`, `steps`, the inspector). It follows
+this schema:
 
 ```json
 {steps_schema}

@@ -19,6 +19,7 @@ from resumable.cli.app import (
     err,
     pin_store_seed,
 )
+from resumable.durability.progress import plural
 from resumable.durability.session import codec_for, store_for
 from resumable.errors import ResumableError
 
@@ -134,7 +135,8 @@ def migrate_command(
     for run_id, why in report.skipped:
         err.print(f"resumable: skipped {run_id}: {why}", markup=False)
     err.print(
-        f"resumable: copied {len(report.runs)} runs ({report.records} records, "
-        f"{report.blobs} blobs, {report.snapshots} snapshots), skipped {len(report.skipped)}",
+        f"resumable: copied {plural(len(report.runs), 'run')} ({plural(report.records, 'record')}, "
+        f"{plural(report.blobs, 'blob')}, {plural(report.snapshots, 'snapshot')}), "
+        f"skipped {len(report.skipped)}",
         markup=False,
     )

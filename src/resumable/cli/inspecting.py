@@ -23,9 +23,18 @@ from resumable.cli.app import (
     err,
 )
 from resumable.cli.story import story
+from resumable.durability.call_sites import describe_call
+from resumable.durability.progress import plural
 from resumable.durability.session import store_for
 from resumable.errors import RunNotFoundError, UsageError
 from resumable.store.base import CheckpointStore
+
+
+def where_in_code(statement: int, status: str) -> str:
+    """Statements count from 0, as the keys ``FRAME/RESPONSE.STATEMENT`` of ``steps`` do."""
+    if status == "completed":
+        return f"all {plural(statement, 'statement')} done"
+    return f"statement {statement}"
 
 
 async def _newest(store: CheckpointStore) -> str:
@@ -150,9 +159,10 @@ def show_command(
     for depth, frame in enumerate(view.frames):
         label = frame.playbook or "script"
         step = f" at step {frame.step}" if frame.step else ""
+        response = f", response {frame.turn + 1}" if view.kind != "script" else ""
         out.print(
-            f"  {'  ' * depth}{frame.frame_id}: {label}{step}, response {frame.turn + 1}, "
-            f"statement {frame.statement}",
+            f"  {'  ' * depth}{frame.frame_id}: {label}{step}{response}, "
+            f"{where_in_code(frame.statement, view.status)}",
             markup=False,
         )
     for frame in view.frames:
@@ -164,18 +174,20 @@ def show_command(
             for name, reason in frame.lost.items():
                 out.print(f"    {name} = <lost: {reason}>", markup=False)
         if frame.completed_awaits:
-            out.print(
-                "  completed awaits of the statement in progress: "
-                f"{', '.join(frame.completed_awaits)}",
-                markup=False,
-            )
+            out.print("  completed calls of the statement in progress:", markup=False)
+            for site in frame.completed_awaits:
+                out.print(f"    {describe_call(site)}", markup=False)
         out.print("  executed:", markup=False)
         for line in frame.executed.splitlines():
             out.print(f"    {line}", markup=False)
-        out.print(f"  ──▶ stopped here (line {frame.marker_line})", markup=False)
-        out.print("  remaining:", markup=False)
-        for line in frame.remaining.splitlines():
-            out.print(f"    {line}", markup=False)
+        if view.status != "completed":
+            out.print(f"  ──▶ stopped here (line {frame.marker_line})", markup=False)
+            if frame.remaining.strip():
+                out.print("  remaining:", markup=False)
+                for line in frame.remaining.splitlines():
+                    out.print(f"    {line}", markup=False)
+            else:
+                out.print("  remaining: none", markup=False)
         for call in frame.llm_calls:
             state = "complete" if call["complete"] else "not complete"
             usage = call["usage"]
@@ -269,7 +281,7 @@ def gc_command(
         return
     verb = "would delete" if dry_run else "deleted"
     err.print(
-        f"resumable: {verb} {len(report.deleted_runs)} finished runs, pruned "
-        f"{report.pruned_records} records",
+        f"resumable: {verb} {plural(len(report.deleted_runs), 'finished run')}, pruned "
+        f"{plural(report.pruned_records, 'record')}",
         markup=False,
     )

@@ -18,6 +18,7 @@ from resumable.cli.app import (
     err,
 )
 from resumable.durability.history import StepEntry
+from resumable.durability.progress import plural
 
 
 @app.command("cancel")
@@ -85,13 +86,20 @@ def steps_command(
     config = _config(config_path)
     since_time = _since(since)
 
-    async def go() -> tuple[list[StepEntry], list[str]]:
+    async def go() -> tuple[list[StepEntry], list[str], int]:
         async with _records(config) as (store, codec):
             return await run_steps(store, codec, run_id, frames=frame, kinds=kind, since=since_time)
 
-    entries, problems = _run(go)
+    entries, problems, folded = _run(go)
     for problem in problems:
         err.print(f"resumable: warning: {problem}", markup=False)
+    if folded:
+        err.print(
+            f"resumable: {plural(folded, 'chunk record')} of streamed LLM text not listed (the "
+            "record numbers skip them; their text is in the LLM call's entry): --kind chunk "
+            "lists them",
+            markup=False,
+        )
     if json_out:
         print(json.dumps([e.to_json() for e in entries], indent=2))
         return

@@ -22,6 +22,7 @@ from resumable.cli.app import (
     err,
     pin_hash_seed,
     restart_with_hash_seed,
+    shown_path,
     standalone,
 )
 from resumable.cli.examples import resolve_program
@@ -119,7 +120,10 @@ def _start(
     anything else (the process may start again with it); the run's id is announced on
     stderr before the status display takes it over.
     """
-    program = resolve_program(program)
+    try:
+        program = resolve_program(program)
+    except OSError as exc:  # a name longer than the file system allows (ENAMETOOLONG)
+        _fail(UsageError(f"cannot open the program {shown_path(program)}: {exc.strerror or exc}"))
     _check_suffix(program, suffix)
     config = _config(config_path)
     pin_hash_seed(config)

@@ -14,7 +14,7 @@ def story(view: RunView) -> list[str]:
     if view.question:
         lines += _question(view.run_id, view.question)
     if view.error:
-        lines += _error(view.error)
+        lines += _error(view.error, script=view.kind == "script")
     cancel = view.attempts.get("cancel")
     if view.status == "cancelled":
         reason = (cancel or {}).get("reason") or view.detail.get("reason") or ""
@@ -60,12 +60,16 @@ def _question(run_id: str, question: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _error(error: dict[str, Any]) -> list[str]:
+def _error(error: dict[str, Any], *, script: bool) -> list[str]:
     lines = [f"failed: {error.get('message') or 'no message was recorded'}"]
     if error.get("code") is not None:
+        where = (
+            "of the script"
+            if script
+            else f"of response {error['response']} of frame {error['frame']}"
+        )
         lines.append(
-            f"  last error in the code: line {error['line']} of response {error['response']} "
-            f"of frame {error['frame']}: {error['code'].strip()}"
+            f"  last error in the code: line {error['line']} {where}: {error['code'].strip()}"
         )
     traceback = (error.get("traceback") or "").rstrip()
     if traceback:

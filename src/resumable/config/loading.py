@@ -124,8 +124,12 @@ def _locate(path: Path | None, base: Path, environ: Mapping[str, str]) -> tuple[
         return (found, CONFIG_FILE) if found.is_file() else None
     given = path if path is not None else Path(environ[CONFIG_ENV])
     file = base / given.expanduser()
-    if file.exists():
-        return file, str(given)
+    try:
+        if file.exists():
+            return file, str(given)
+    except OSError as exc:  # a name longer than the file system allows
+        shown = str(given) if len(str(given)) <= 80 else f"{str(given)[:40]}...{str(given)[-40:]}"
+        raise _error(shown, None, f"cannot read the config file: {exc.strerror or exc}") from None
     if path is not None:
         fix = f"fix the path, or create it with `resumable init --path {given}`"
         raise _error(str(given), None, f"config file not found; {fix}")

@@ -116,6 +116,11 @@ class LLMSettings:
     max_retries: int = _setting(
         3, "openai: retries of a failed request, with jittered backoff.", min=0
     )
+    max_continuations: int = _setting(
+        3,
+        'openai: continuations of one reply the server cut at its length limit (finish_reason "length").',
+        min=0,
+    )
     temperature: float = _setting(0.0, "openai: sampling temperature.", min=0, max=2)
 
 

@@ -66,8 +66,9 @@ async def run_steps(
     frames: list[str] | None = None,
     kinds: list[str] | None = None,
     since: float | None = None,
-) -> tuple[list[StepEntry], list[str]]:
-    """The run's entries that pass the filters, and what could not be read (one line each)."""
+) -> tuple[list[StepEntry], list[str], int]:
+    """The run's entries that pass the filters, what could not be read (one line each), and
+    how many chunk records passed the filters but are not listed (folded into their turn)."""
     await store.get_meta(run_id)  # RunNotFoundError for an unknown id
     result = await store.read(run_id, 0)
     problems = [result.problem] if result.problem else []
@@ -79,10 +80,13 @@ async def run_steps(
         )
     lister = _Lister(run_id)
     entries = []
+    folded = 0
     for stored in result.records:
         record = codec.open(stored.data, run_id=run_id, seq=stored.seq)
         entry = lister.entry(record)
         if entry is None and not (kinds and record.kind in kinds):
+            shown = not frames or record.frame in frames
+            folded += not kinds and shown and (since is None or record.time >= since)
             continue
         if entry is None:
             entry = lister.generic(record)
@@ -93,7 +97,7 @@ async def run_steps(
         if since is not None and entry.time < since:
             continue
         entries.append(entry)
-    return entries, problems
+    return entries, problems, folded
 
 
 class _Lister:

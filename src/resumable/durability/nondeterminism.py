@@ -37,6 +37,7 @@ import secrets
 import sys
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, Final, TypeVar
 
@@ -194,8 +195,28 @@ def _patches() -> list[tuple[Any, str, Callable[[Any], Any]]]:
     add(os, ("urandom",), _plain)
     add(secrets, _SECRETS, _plain)
     add(secrets, ("choice",), functools.partial(_picked, draws=False))
-    add(datetime.datetime, ("now", "utcnow"), _clock_method)
+    if DATETIME_UNSUPPORTED is None:
+        add(datetime.datetime, ("now", "utcnow"), _clock_method)
     return found
+
+
+def _datetime_unsupported() -> str | None:
+    """Why ``datetime.datetime``'s own dict cannot be patched here (CPython internals), or None."""
+    version = f"{sys.implementation.name} {sys.version.split()[0]}"
+    if sys.implementation.name != "cpython" or not (3, 11) <= sys.version_info[:2] <= (3, 13):
+        return f"{version}: patching a C type's dict was checked on CPython 3.11-3.13 only"
+    referents = gc.get_referents(datetime.datetime.__dict__)
+    own = referents[0] if len(referents) == 1 and isinstance(referents[0], dict) else {}
+    if own.get("now") is not datetime.datetime.__dict__["now"]:
+        return f"{version}: datetime.datetime's dict is not reachable as CPython 3.11-3.13's"
+    if getattr(ctypes.pythonapi, "PyType_Modified", None) is None:
+        return f"{version}: ctypes has no PyType_Modified"
+    return None
+
+
+DATETIME_UNSUPPORTED: Final = _datetime_unsupported()
+"""Why ``datetime.datetime.now``/``utcnow`` cannot be journaled here, or None."""
+_datetime_warned = False
 
 
 def _set(owner: Any, name: str, value: Any) -> None:
@@ -226,11 +247,24 @@ def install(journal: Journal | None = None) -> None:
     _installs += 1
     if _installs > 1:
         return
+    _warn_datetime_unsupported()
     for owner, name, wrap in _patches():
         original = _get(owner, name)
         wrapper = wrap(original)
         _set(owner, name, wrapper)
         _saved.append((owner, name, original, wrapper))
+
+
+def _warn_datetime_unsupported() -> None:
+    global _datetime_warned
+    if DATETIME_UNSUPPORTED is not None and not _datetime_warned:
+        _datetime_warned = True
+        warnings.warn(
+            "datetime.datetime.now() and utcnow() are not journaled, so a resume may see "
+            f"another time from them (time.time() and the rest still are): {DATETIME_UNSUPPORTED}",
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
 
 def uninstall() -> None:

@@ -84,8 +84,13 @@ class RunProgress:
     def summary(self, status: str) -> str:
         """One line for the end of the run."""
         seconds = time.monotonic() - self.started
-        parts = [f"{self.statements} statements", f"{self.checkpoints} checkpoints"]
+        parts = [plural(self.statements, "statement"), plural(self.checkpoints, "checkpoint")]
         if self.turns:
-            parts += [f"{self.turns} LLM turns", f"{self.tokens} tokens"]
-        parts.append(f"{self.retries} retries" if self.retries != 1 else "1 retry")
+            parts += [plural(self.turns, "LLM turn"), plural(self.tokens, "token")]
+        parts.append(plural(self.retries, "retry", "retries"))
         return f"{status} in {seconds:.1f} s: {', '.join(parts)}"
+
+
+def plural(count: int, word: str, words: str | None = None) -> str:
+    """``1 statement``, ``2 statements`` (``words``: the plural when it is not ``word + s``)."""
+    return f"{count} {word if count == 1 else (words or word + 's')}"

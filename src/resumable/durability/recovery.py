@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import msgpack
 
-from resumable.durability.records import RecordCodec
+from resumable.durability.records import Record, RecordCodec
 from resumable.durability.state import FrameState, RunState
 from resumable.durability.state_codec import state_from_dict
 from resumable.errors import IntegrityError, LostRecordsError
@@ -48,6 +48,8 @@ class LoadedRun:
     state: RunState
     problems: list[str] = field(default_factory=list)
     records_read: int = 0
+    largest: Record | None = None
+    """The largest record read (after the snapshot): what a resume's records are checked by."""
 
 
 class RecoveryCoordinator:
@@ -56,6 +58,12 @@ class RecoveryCoordinator:
     def __init__(self, store: CheckpointStore, codec: RecordCodec) -> None:
         self.store = store
         self.codec = codec
+
+    def check_record_limit(self, loaded: LoadedRun) -> None:
+        """Refuse a ``max_record_bytes`` below the largest record read before the run is
+        owned: a resume writes records like it (RecordTooLargeError, the store untouched)."""
+        if loaded.largest is not None:
+            self.codec.seal(loaded.largest)
 
     async def can_recover(self, run_id: str) -> bool:
         """True if the run exists, is not finished and no live owner holds it."""
@@ -91,6 +99,7 @@ class RecoveryCoordinator:
             after = seq
         result = await self.store.read(run_id, after)
         loaded = LoadedRun(meta, state)
+        largest = 0
         gap = result.missing(after)
         if gap is not None and (at is None or gap[0] <= at):
             problem = lost_records(run_id, self.store.url, gap, result)
@@ -114,6 +123,8 @@ class RecoveryCoordinator:
                 ) from None
             state.apply(record)
             loaded.records_read += 1
+            if len(stored.data) > largest:
+                largest, loaded.largest = len(stored.data), record
         if result.problem:
             loaded.problems.append(
                 f"{result.problem}; resuming from the last valid record ({state.seq})"

@@ -200,6 +200,9 @@ class RunSession:
         check_run_id(run_id)
         codec = await codec_for(store, settings, env)
         crash_after = crash_after_from_env(env)
+        policy = policy_for(settings)
+        load_hook(policy.before_checkpoint, "before_checkpoint")  # refused before owning it
+        load_hook(policy.after_checkpoint, "after_checkpoint")
         meta = await store.get_meta(run_id)
         control.refuse_cancelled(meta)
         coordinator = RecoveryCoordinator(store, codec)
@@ -212,6 +215,7 @@ class RunSession:
                 # records is refused untouched.
                 first = await coordinator.load(run_id, loss=loss)
                 _check_started(run_id, first)
+                coordinator.check_record_limit(first)
                 skipped = first.problems
                 lease = await store.acquire(run_id, owner_name(), settings.lease_seconds)
             loaded = await coordinator.load(run_id, loss=loss)
@@ -239,7 +243,7 @@ class RunSession:
             codec,
             lease,
             loaded.state,
-            policy=policy_for(settings),
+            policy=policy,
             crash_after=crash_after,
             replay_until=loaded.state.last_event_seq,
         )

@@ -137,8 +137,11 @@ def merged_size(used: int) -> int:
 # -- does this interpreter lay sets out so? -----------------------------------------------------
 def _unsupported() -> str | None:
     """Why sets cannot be read here, or None: they can."""
-    if sys.implementation.name != "cpython" or sys.version_info < (3, 11):
-        return f"{sys.implementation.name} {sys.version.split()[0]} is not CPython 3.11+"
+    if sys.implementation.name != "cpython" or not (3, 11) <= sys.version_info[:2] <= (3, 13):
+        return (
+            f"{sys.implementation.name} {sys.version.split()[0]} is not CPython 3.11-3.13, "
+            "whose set tables and probing rules this reads"
+        )
     if sysconfig.get_config_var("Py_GIL_DISABLED"):
         return "a free-threaded CPython build lays sets out differently"
     size = ctypes.sizeof(_SetObject) + MIN_SIZE * 16 + 8

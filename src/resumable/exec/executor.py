@@ -203,11 +203,16 @@ class StreamingPythonExecutor:
         """What was received of the current response (from its resume offset on)."""
         return "".join(self._stream)
 
+    @property
+    def _source_name(self) -> str:
+        """``the script`` for code read from a file, ``the response`` for an LLM's."""
+        return "the response" if self.filename.startswith("<") else "the script"
+
     def _fail_syntax(self, exc: SyntaxError) -> None:
         line = exc.lineno or 0
         detail = exc.msg or "invalid syntax"
         self._error = CodeError(
-            f"SyntaxError: {detail} (line {line} of the response)",
+            f"SyntaxError: {detail} (line {line} of {self._source_name})",
             line=line,
             kind="syntax",
             exc_type="SyntaxError",
@@ -227,7 +232,7 @@ class StreamingPythonExecutor:
         text = "".join(traceback.format_list(user)) + "".join(
             traceback.format_exception_only(type(exc), exc)
         )
-        where = f" (line {line} of the response)" if line else ""
+        where = f" (line {line} of {self._source_name})" if line else ""
         return CodeError(
             f"{type(exc).__name__}: {exc}{where}",
             line=line,

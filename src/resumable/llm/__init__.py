@@ -30,6 +30,7 @@ _DEFAULTS: dict[str, Any] = {
     "request_timeout_seconds": 300.0,
     "turn_timeout_seconds": 600.0,
     "max_retries": 3,
+    "max_continuations": 3,
     "temperature": 0.0,
     "chunk_delay_seconds": 0.0,
     "seed": 0,
@@ -56,7 +57,7 @@ def make_provider(
     """Build the provider named by ``provider`` ("scripted" or "openai").
 
     Options: provider, responses, base_url, model, api_key_env, timeout_seconds,
-    request_timeout_seconds, turn_timeout_seconds, max_retries, temperature,
+    request_timeout_seconds, turn_timeout_seconds, max_retries, max_continuations, temperature,
     chunk_delay_seconds, seed. ``env`` defaults to the process environment; API keys
     are read from it only, and ``OPENAI_BASE_URL`` when ``base_url`` is empty.
     """
@@ -100,6 +101,7 @@ def make_provider(
             request_timeout_seconds=float(chosen["request_timeout_seconds"]),
             turn_timeout_seconds=float(chosen["turn_timeout_seconds"]),
             max_retries=int(chosen["max_retries"]),
+            max_continuations=int(chosen["max_continuations"]),
             temperature=float(chosen["temperature"]),
         )
     raise ConfigError(

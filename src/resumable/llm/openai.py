@@ -5,19 +5,19 @@ started (429, 5xx, connect errors, timeouts) are retried with capped exponential
 backoff and jitter, honouring ``Retry-After``. A stream cut off mid-response is
 not requested again from the start: the text received so far is sent back as an
 assistant turn with a request to continue, and only new text is yielded. The same
-mechanism continues a response that a crash interrupted (``LLMRequest.prefix``).
+mechanism continues a response that a crash interrupted (``LLMRequest.prefix``) and one
+the server stopped at its length limit (``finish_reason: "length"``), the latter at most
+``max_continuations`` times per reply.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import email.utils
 import ipaddress
 import json
 import random
 from collections.abc import AsyncGenerator, Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -25,6 +25,7 @@ import httpx
 from resumable.errors import ConfigError, LLMError
 from resumable.llm.base import LLMRequest, Message, RetryNotice, Usage, continuation_messages
 from resumable.llm.continuation import RepeatFilter
+from resumable.llm.openai_fields import error_message, retry_after, total_usage, usage_of
 from resumable.llm.sse import SSEDecoder, SSEEvent, SSEFormatError
 
 
@@ -36,6 +37,10 @@ class _Retry(Exception):
         self.reason = reason
         self.status = status
         self.retry_after = retry_after
+
+
+class _Truncated(Exception):
+    """The server ended the reply at its token limit (``finish_reason: "length"``)."""
 
 
 class OpenAIProvider:
@@ -54,6 +59,7 @@ class OpenAIProvider:
         request_timeout_seconds: float = 300.0,
         turn_timeout_seconds: float = 600.0,
         max_retries: int = 3,
+        max_continuations: int = 3,
         temperature: float = 0.0,
         backoff_seconds: float = 0.5,
         max_backoff_seconds: float = 30.0,
@@ -66,6 +72,7 @@ class OpenAIProvider:
         self.request_timeout_seconds = request_timeout_seconds
         self.turn_timeout_seconds = turn_timeout_seconds
         self.max_retries = max_retries
+        self.max_continuations = max_continuations
         self.temperature = temperature
         self.backoff_seconds = backoff_seconds
         self.max_backoff_seconds = max_backoff_seconds
@@ -117,7 +124,7 @@ class OpenAIProvider:
         self._usage = None
         tally: list[Usage] = []
         received = [request.prefix]
-        failures = 0
+        failures = continuations = 0
         clock = asyncio.get_running_loop().time
         give_up_at = clock() + self.turn_timeout_seconds
         while True:
@@ -132,6 +139,18 @@ class OpenAIProvider:
                         if fresh:
                             received.append(fresh)
                             yield fresh
+            except _Truncated:
+                continuations += 1
+                if continuations > self.max_continuations:
+                    raise LLMError(
+                        f"{self.url} stopped the reply at its length limit (finish_reason "
+                        f'"length") {continuations} times, after {len("".join(received))} '
+                        f"characters; raise [llm] max_continuations (now "
+                        f"{self.max_continuations}) or the server's output token limit",
+                        url=self.url,
+                        setting="llm.max_continuations",
+                    ) from None
+                continue
             except _Retry as retry:
                 failures += 1
                 delay = self._delay(failures, retry.retry_after)
@@ -155,7 +174,7 @@ class OpenAIProvider:
             rest = repeat.flush()
             if rest:
                 yield rest
-            self._usage = _total(tally)
+            self._usage = total_usage(tally)
             return
 
     async def _attempt(
@@ -177,7 +196,7 @@ class OpenAIProvider:
                     response = await stack.enter_async_context(request)
                 if response.status_code != 200:
                     await self._refuse(response)
-                decoder, finished = SSEDecoder(), False
+                decoder, finished = SSEDecoder(), None
                 chunks = response.aiter_bytes()
                 while True:
                     async with asyncio.timeout_at(deadline):
@@ -185,6 +204,8 @@ class OpenAIProvider:
                     for event in self._decode(decoder, data):
                         piece, finish, done = self._read(event, tally)
                         if done:
+                            if finished == "length":
+                                raise _Truncated
                             return
                         finished = finished or finish
                         if piece:
@@ -192,6 +213,8 @@ class OpenAIProvider:
                             yield piece
                     if data is None:
                         break
+                if finished == "length":
+                    raise _Truncated
                 if not finished:
                     raise _Retry(
                         f"the stream from {self.url} ended before [DONE] "
@@ -227,12 +250,12 @@ class OpenAIProvider:
     async def _refuse(self, response: httpx.Response) -> None:
         """Turn a non-200 answer into ``_Retry`` (busy, failing) or a final ``LLMError``."""
         status = response.status_code
-        message = _error_message(await response.aread())
+        message = error_message(await response.aread())
         if status == 429 or status >= 500 or status == 408:
             raise _Retry(
                 f"{status} from {self.url}: {message}",
                 status=status,
-                retry_after=_retry_after(response.headers.get("Retry-After")),
+                retry_after=retry_after(response.headers.get("Retry-After")),
             )
         if status in (401, 403):
             sent = "Authorization" in self._headers
@@ -261,17 +284,17 @@ class OpenAIProvider:
         except SSEFormatError as exc:
             raise self._garbled(exc.problem, exc.offset, exc.line) from None
 
-    def _read(self, event: SSEEvent, tally: list[Usage]) -> tuple[str, bool, bool]:
-        """One event -> (text piece, finish_reason seen, [DONE] seen)."""
+    def _read(self, event: SSEEvent, tally: list[Usage]) -> tuple[str, str | None, bool]:
+        """One event -> (text piece, its finish_reason if any, [DONE] seen)."""
         data = event.data.strip()
         if event.event == "error":
             raise LLMError(
-                f"{self.url} sent an error event: {_error_message(data.encode())}", url=self.url
+                f"{self.url} sent an error event: {error_message(data.encode())}", url=self.url
             )
         if event.event not in ("", "message") or not data:
-            return "", False, False
+            return "", None, False
         if data == "[DONE]":
-            return "", False, True
+            return "", None, True
         try:
             chunk = json.loads(data)
         except ValueError as exc:
@@ -280,19 +303,19 @@ class OpenAIProvider:
             raise self._malformed("data is not a JSON object", event.offset, event.line)
         if chunk.get("error") is not None:
             raise LLMError(
-                f"{self.url} reported an error mid-stream: {_error_message(data.encode())}",
+                f"{self.url} reported an error mid-stream: {error_message(data.encode())}",
                 url=self.url,
             )
         usage = chunk.get("usage")
         if isinstance(usage, dict):
-            tally.append(_usage_of(usage))
+            tally.append(usage_of(usage))
         choices = chunk.get("choices")
         if choices is None and usage is not None:
-            return "", False, False
+            return "", None, False
         if not isinstance(choices, list):
             raise self._malformed("event has no 'choices' list", event.offset, event.line)
         if not choices:
-            return "", False, False
+            return "", None, False
         first = choices[0]
         delta = first.get("delta") if isinstance(first, dict) else None
         if not isinstance(delta, dict):
@@ -302,7 +325,8 @@ class OpenAIProvider:
             raise self._malformed(
                 "choices[0].delta.content is not a string", event.offset, event.line
             )
-        return content or "", first.get("finish_reason") is not None, False
+        reason = first.get("finish_reason")
+        return content or "", None if reason is None else str(reason), False
 
     def _garbled(self, problem: str, offset: int, line: int) -> _Retry:
         """Bytes damaged on the way (not UTF-8, not JSON): asked again, from what arrived."""
@@ -334,53 +358,3 @@ def is_local_url(url: str) -> bool:
     except ValueError:
         return False
     return address.is_loopback or address.is_private
-
-
-def _retry_after(value: str | None) -> float | None:
-    if not value:
-        return None
-    with contextlib.suppress(ValueError):
-        return max(0.0, float(value))
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - datetime.now(UTC)).total_seconds())
-
-
-def _error_message(body: bytes) -> str:
-    """The human part of an error body: OpenAI's ``error.message``, else the text itself."""
-    text = body.decode("utf-8", "replace").strip()
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return text[:300] or "(empty body)"
-    if isinstance(data, dict):
-        error = data.get("error")
-        if isinstance(error, dict) and isinstance(error.get("message"), str):
-            return str(error["message"])
-        if isinstance(error, str):
-            return error
-        if isinstance(data.get("message"), str):
-            return str(data["message"])
-    return text[:300]
-
-
-def _usage_of(data: dict[str, Any]) -> Usage:
-    prompt = data.get("prompt_tokens")
-    completion = data.get("completion_tokens")
-    return Usage(
-        prompt if isinstance(prompt, int) else None,
-        completion if isinstance(completion, int) else None,
-    )
-
-
-def _total(tally: list[Usage]) -> Usage | None:
-    """Usage summed over every request one ``stream`` call made (each was billed)."""
-    if not tally:
-        return None
-    prompts = [u.prompt_tokens for u in tally if u.prompt_tokens is not None]
-    completions = [u.completion_tokens for u in tally if u.completion_tokens is not None]
-    return Usage(sum(prompts) if prompts else None, sum(completions) if completions else None)

@@ -64,6 +64,7 @@ def _provider(config: Config, program_path: Path, env: Mapping[str, str]) -> LLM
         request_timeout_seconds=llm.request_timeout_seconds,
         turn_timeout_seconds=llm.turn_timeout_seconds,
         max_retries=llm.max_retries,
+        max_continuations=llm.max_continuations,
         temperature=llm.temperature,
         chunk_delay_seconds=llm.chunk_delay_seconds,
         seed=llm.seed,

@@ -1,6 +1,6 @@
 """``resumable ui``: a read-only web inspector of the runs in the configured store.
 
-Needs the ``ui`` extra (``pip install 'resumable[ui]'``). :func:`create_app` builds the
+Needs the ``ui`` extra (``pip install 'resumable-exec[ui]'``). :func:`create_app` builds the
 application; :func:`serve` checks the address, binds it and serves until interrupted.
 """
 

@@ -26,6 +26,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from resumable.config import Config
+from resumable.durability.call_sites import describe_call
 from resumable.durability.runs import RunRow, list_runs, show_run
 from resumable.errors import (
     DecryptionError,
@@ -37,7 +38,7 @@ from resumable.errors import (
 from resumable.store.base import STATUSES
 from resumable.ui.access import Hardened, HostGuard, TokenGuard, request_token
 from resumable.ui.source import RunSource
-from resumable.ui.timeline import describe_site, read_timeline
+from resumable.ui.timeline import read_timeline
 
 LIST_STATUSES = (*STATUSES, "crashed")
 TIMELINE_LIMIT = 1000
@@ -95,7 +96,7 @@ class _Pages:
             undefined=jinja2.StrictUndefined,
         )
         environment.filters.update(
-            when=_when, seconds=_seconds, numbered=_numbered, site=describe_site
+            when=_when, seconds=_seconds, numbered=_numbered, site=describe_call
         )
         self.templates = Jinja2Templates(env=environment)
 

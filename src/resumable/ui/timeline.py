@@ -14,6 +14,7 @@ from typing import Any
 
 import msgpack
 
+from resumable.durability.call_sites import call_kind, describe_call
 from resumable.durability.records import Record, RecordCodec
 from resumable.durability.state import RunState
 from resumable.durability.state_codec import state_from_dict
@@ -35,6 +36,8 @@ class Entry:
     title: str
     text: str = ""
     failed: bool = False
+    label: str = ""
+    """What the record is, as the page names it (an await record: await, step, clock/random)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,9 +88,9 @@ def _describe(record: Record, state: RunState, start: int, seconds: float | None
     body = record.body
     kind = record.kind
 
-    def entry(title: str, text: str = "", failed: bool = False) -> Entry:
+    def entry(title: str, text: str = "", failed: bool = False, label: str = kind) -> Entry:
         return Entry(
-            record.seq, kind, record.frame, record.time, seconds, title, _cut(text), failed
+            record.seq, kind, record.frame, record.time, seconds, title, _cut(text), failed, label
         )
 
     if kind == "run":
@@ -110,19 +113,15 @@ def _describe(record: Record, state: RunState, start: int, seconds: float | None
         outcome = {"v": "returned", "e": "raised", "x": "returned (not picklable)"}
         what = outcome.get(str(body.get("o")), str(body.get("o")))
         site = str(body["s"])
-        if site.startswith("step:"):
-            return entry(f"step {site[5:]} (key {body['k']}) {what}")
-        return entry(f"await at {describe_site(site)} (key {body['k']}) {what}")
+        return entry(f"{describe_call(site)} (key {body['k']}) {what}", label=call_kind(site))
     if kind == "stmt":
         frame = state.frames[record.frame]
         turn = frame.current_turn()
         code = turn.text[start : body["end"]] if turn is not None else ""
         error = body.get("err")
         if error:
-            return entry(
-                f"statement {body['i'] + 1} failed: {error.get('message', '')}", code, True
-            )
-        return entry(f"statement {body['i'] + 1} done", code)
+            return entry(f"statement {body['i']} failed: {error.get('message', '')}", code, True)
+        return entry(f"statement {body['i']} done", code)
     if kind == "return":
         return entry(f"frame {record.frame} returned")
     if kind == "status":
@@ -152,16 +151,6 @@ def _failure(state: RunState) -> Failure | None:
         return Failure(str(error.get("message", "")), frame.frame_id, line, text)
     message = str(state.detail.get("error", ""))
     return Failure(message, str(state.detail.get("frame", "main")), 0, "") if message else None
-
-
-def describe_site(site: str) -> str:
-    """``line L`` for a site ``statement:line:column[/...]``, ``step NAME`` for a step's."""
-    if site.startswith("step:"):
-        return f"step {site[5:]}"
-    parts = site.split("/", 1)[0].split(":")
-    if len(parts) == 3 and all(p.isdigit() for p in parts):
-        return f"line {parts[1]}"
-    return site
 
 
 def _cut(text: str) -> str:

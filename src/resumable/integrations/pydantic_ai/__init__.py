@@ -1,6 +1,6 @@
 """pydantic-ai on resumable: durable agent runs and code mode on real CPython.
 
-``pip install 'resumable[pydantic-ai]'``. :class:`ResumableDurability` journals an
+``pip install 'resumable-exec[pydantic-ai]'``. :class:`ResumableDurability` journals an
 agent's model requests and tool calls in a run; :class:`ResumableCodeMode` gives the
 agent a ``run_code`` tool whose Python runs in CPython under resumable's executor, with
 a namespace checkpointed at every statement.

@@ -1,4 +1,4 @@
-"""smolagents with durable execution: ``pip install 'resumable[smolagents]'``.
+"""smolagents with durable execution: ``pip install 'resumable-exec[smolagents]'``.
 
 ``DurablePythonExecutor`` runs a CodeAgent's code actions in real CPython, statement
 by statement, every tool call a step; ``durable_agent`` journals the agent's model
