@@ -26,7 +26,13 @@ from resumable.durability.session import owner_name
 from resumable.durability.snapshot import Snapshotter
 from resumable.durability.state import FrameState, RunState
 from resumable.errors import RunNotFoundError, UsageError
-from resumable.store.base import STATUSES, CheckpointStore, RunSummary, StoredRecord
+from resumable.store.base import (
+    LISTED_STATUSES,
+    RESUMABLE_STATUSES,
+    CheckpointStore,
+    RunSummary,
+    StoredRecord,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,10 +71,9 @@ async def list_runs(
     or later.
     """
     for status in statuses:
-        if status not in (*STATUSES, "crashed"):
+        if status not in LISTED_STATUSES:
             raise UsageError(
-                f"--status {status!r} is not a status; use one of "
-                f"{', '.join([*STATUSES, 'crashed'])}"
+                f"--status {status!r} is not a status; use one of {', '.join(LISTED_STATUSES)}"
             )
     if sort not in SORTS:
         raise UsageError(f"--sort {sort!r}: sort by one of {', '.join(SORTS)}")
@@ -106,13 +111,14 @@ async def list_runs(
 
 
 async def latest_resumable(store: CheckpointStore) -> str:
-    """The newest run that can be resumed (crashed or waiting) - never one without records."""
+    """The newest run that can be resumed (crashed, interrupted or waiting) - never one
+    without records."""
     summaries: list[RunSummary] = await store.list_runs()
     for summary in summaries:
-        if summary.status in ("crashed", "waiting", "pending") and summary.last_seq > 0:
+        if summary.status in RESUMABLE_STATUSES and summary.last_seq > 0:
             return summary.meta.run_id
     raise RunNotFoundError(
-        "no run can be resumed (none crashed or is waiting); see `resumable runs`",
+        "no run can be resumed (none crashed, was interrupted or is waiting); see `resumable runs`",
         run_id=None,
     )
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from resumable.config import Config, DurabilitySettings
-from resumable.durability import control, hashseed, nondeterminism
+from resumable.durability import control, hashseed, interrupts, nondeterminism
 from resumable.durability.checkpoints import CheckpointManager, CheckpointPolicy, load_hook
 from resumable.durability.crypto import Cipher
 from resumable.durability.records import Record, RecordCodec
@@ -27,6 +27,7 @@ from resumable.durability.recovery import LoadedRun, RecoveryCoordinator
 from resumable.durability.snapshot import Snapshotter
 from resumable.durability.state import FrameState, RunState
 from resumable.durability.stopping import crash_after_from_env
+from resumable.durability.store_faults import store_failed
 from resumable.errors import (
     ConfigError,
     DecryptionError,
@@ -110,6 +111,8 @@ class RunSession:
     cancel_reason: str | None = None
     """Set once the run was cancelled while this process drove it (see ``control.py``)."""
     watcher: asyncio.Task[None] | None = None
+    interrupted: str | None = None
+    """Why this process stopped the run in order (a signal, its store): listed so."""
 
     @property
     def run_id(self) -> str:
@@ -162,6 +165,7 @@ class RunSession:
             manager = CheckpointManager(
                 store, codec, lease, RunState(), policy=policy, crash_after=crash_after
             )
+            manager.lease_seconds = settings.lease_seconds
             session = cls(store, codec, lease, manager, _snapshotter(settings), meta, [], False)
             await manager.write("run", "main", first)
         except Exception:
@@ -237,6 +241,7 @@ class RunSession:
             crash_after=crash_after,
             replay_until=loaded.state.last_event_seq,
         )
+        manager.lease_seconds = settings.lease_seconds
         meta = replace(
             meta,
             status="running",
@@ -244,7 +249,12 @@ class RunSession:
             owner=lease.owner,
             extra=control.begin_attempt(meta.extra, seq=loaded.state.seq),
         )
-        await store.put_meta(meta)
+        try:
+            await store.put_meta(meta)
+        except StoreError as error:  # a store still full or read-only: nothing ran
+            with contextlib.suppress(ResumableError):
+                await store.release(lease)
+            raise store_failed(run_id, error) from error
         session = cls(
             store,
             codec,
@@ -261,6 +271,7 @@ class RunSession:
 
     def start_heartbeat(self, ttl: float) -> None:
         """Keep a lease that expires renewed (stores with OS locks need none); watch for cancel."""
+        interrupts.track(self)
         self.watcher = asyncio.create_task(
             control.watch_for_cancel(self), name=f"cancel watch {self.run_id}"
         )
@@ -310,10 +321,9 @@ class RunSession:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
         try:
-            await self.manager.flush()
-            await control.settle(self)
+            await control.let_go(self)
         finally:
-            await self.store.release(self.lease)
+            interrupts.untrack(self)
 
 
 def _check_started(run_id: str, loaded: LoadedRun) -> None:
