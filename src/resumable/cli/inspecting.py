@@ -41,8 +41,8 @@ def runs_command(
         list[str] | None,
         typer.Option(
             "--status",
-            help="Only runs in this status: running, crashed, waiting, pending, completed, "
-            "failed, cancelled (repeatable).",
+            help="Only runs in this status: running, crashed, interrupted, waiting, pending, "
+            "completed, failed, cancelled (repeatable).",
         ),
     ] = None,
     program: Annotated[

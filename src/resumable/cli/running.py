@@ -141,7 +141,7 @@ def _start(
 def resume_command(
     run_id: Annotated[str | None, typer.Argument(help="The run to continue.")] = None,
     latest: Annotated[
-        bool, typer.Option("--latest", help="Resume the newest crashed or waiting run.")
+        bool, typer.Option("--latest", help="Resume the newest crashed, interrupted or waiting run.")
     ] = False,
     no_input: Annotated[
         bool, typer.Option("--no-input", help="Never ask on the terminal.")
@@ -164,7 +164,7 @@ def resume_command(
     events: EventsOption = None,
     config_path: ConfigOption = None,
 ) -> None:
-    """Continue a crashed or waiting run from its last checkpoint.
+    """Continue a crashed, interrupted or waiting run from its last checkpoint.
 
     Example: resumable resume --latest
     """

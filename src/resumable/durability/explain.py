@@ -12,7 +12,7 @@ from typing import Any
 from resumable.durability import control
 from resumable.durability.state import RunState
 from resumable.errors import RunNotFoundError
-from resumable.store.base import CheckpointStore, RunMeta
+from resumable.store.base import INTERRUPTED, CheckpointStore, RunMeta
 
 APPROVE_OPTIONS = ["yes", "no"]
 
@@ -92,4 +92,5 @@ def attempts(meta: RunMeta) -> dict[str, Any]:
         "made": control.attempts(meta),
         "last_error": extra.get(control.LAST_ERROR) or None,
         "cancel": extra.get(control.CANCEL) or None,
+        "interrupted": extra.get(INTERRUPTED) or None,
     }
