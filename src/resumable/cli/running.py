@@ -141,7 +141,8 @@ def _start(
 def resume_command(
     run_id: Annotated[str | None, typer.Argument(help="The run to continue.")] = None,
     latest: Annotated[
-        bool, typer.Option("--latest", help="Resume the newest crashed, interrupted or waiting run.")
+        bool,
+        typer.Option("--latest", help="Resume the newest crashed, interrupted or waiting run."),
     ] = False,
     no_input: Annotated[
         bool, typer.Option("--no-input", help="Never ask on the terminal.")

@@ -13,7 +13,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from resumable.durability import explain
+from resumable.durability import explain, owners
 from resumable.durability.records import Record, RecordCodec
 from resumable.durability.recovery import (
     RecoveryCoordinator,
@@ -78,7 +78,7 @@ async def list_runs(
     if sort not in SORTS:
         raise UsageError(f"--sort {sort!r}: sort by one of {', '.join(SORTS)}")
     rows = []
-    for summary in await store.list_runs():
+    for summary in await owners.listed(store):
         meta = summary.meta
         if statuses and summary.status not in statuses:
             continue
@@ -113,7 +113,7 @@ async def list_runs(
 async def latest_resumable(store: CheckpointStore) -> str:
     """The newest run that can be resumed (crashed, interrupted or waiting) - never one
     without records."""
-    summaries: list[RunSummary] = await store.list_runs()
+    summaries: list[RunSummary] = await owners.listed(store)
     for summary in summaries:
         if summary.status in RESUMABLE_STATUSES and summary.last_seq > 0:
             return summary.meta.run_id
@@ -172,7 +172,7 @@ async def show_run(
     loaded = await coordinator.load(run_id, at=at, loss="report")
     state = loaded.state
     status = state.status
-    for summary in await store.list_runs():
+    for summary in await owners.listed(store):
         if summary.meta.run_id != run_id:
             continue
         if at is None:
@@ -303,7 +303,7 @@ async def collect_garbage(
     cutoff = time.time() - older_than_days * 86400
     deleted: list[str] = []
     pruned = 0
-    for summary in await store.list_runs():
+    for summary in await owners.listed(store):
         meta = summary.meta
         if summary.damaged is not None:
             continue  # `resumable repair` it first: its metadata says nothing to go by

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import secrets
-import socket
 import time
 import warnings
 from collections.abc import Awaitable, Callable, Mapping
@@ -19,9 +17,10 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from resumable.config import Config, DurabilitySettings
-from resumable.durability import control, hashseed, interrupts, nondeterminism
+from resumable.durability import control, hashseed, interrupts, nondeterminism, owners
 from resumable.durability.checkpoints import CheckpointManager, CheckpointPolicy, load_hook
 from resumable.durability.crypto import Cipher
+from resumable.durability.owners import owner_name as owner_name
 from resumable.durability.records import Record, RecordCodec
 from resumable.durability.recovery import LoadedRun, RecoveryCoordinator
 from resumable.durability.snapshot import Snapshotter
@@ -46,10 +45,6 @@ from resumable.store.common import check_run_id
 def new_run_id() -> str:
     """Sortable by creation time, unique enough for many machines."""
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
-
-
-def owner_name() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def store_for(settings: DurabilitySettings, config: Config) -> CheckpointStore:
@@ -213,7 +208,7 @@ class RunSession:
                 first = await coordinator.load(run_id, loss=loss)
                 _check_started(run_id, first)
                 skipped = first.problems
-                lease = await store.acquire(run_id, owner_name(), settings.lease_seconds)
+                lease = await owners.acquire(store, run_id, settings.lease_seconds)
             loaded = await coordinator.load(run_id, loss=loss)
             _check_started(run_id, loaded)
         except (RecordError, IntegrityError, DecryptionError, UsageError):
