@@ -29,6 +29,7 @@ from resumable.durability.session import RunOutcome, codec_for, store_for
 from resumable.durability.stopping import StopRequested
 from resumable.durability.store_faults import EXIT_STORE_FAILED, StoreFailed
 from resumable.errors import ResumableError, UsageError
+from resumable.store import to_read
 from resumable.store.base import CheckpointStore
 
 T = TypeVar("T")
@@ -209,9 +210,13 @@ def _since(text: str | None) -> float | None:
 
 
 @asynccontextmanager
-async def _records(config: Config) -> AsyncIterator[tuple[CheckpointStore, RecordCodec]]:
-    """The configured store, open, with the codec that reads and seals its records."""
-    async with store_for(config.durability, config) as store:
+async def _records(
+    config: Config, *, read_only: bool = False
+) -> AsyncIterator[tuple[CheckpointStore, RecordCodec]]:
+    """The configured store, open, with the codec that reads and seals its records;
+    ``read_only`` for commands that only read (nothing written, nothing created)."""
+    store = store_for(config.durability, config)
+    async with to_read(store) if read_only else store:
         yield store, await codec_for(store, config.durability, os.environ)
 
 

@@ -25,6 +25,7 @@ from resumable.cli.app import (
 from resumable.cli.story import story
 from resumable.durability.session import store_for
 from resumable.errors import RunNotFoundError, UsageError
+from resumable.store import to_read
 from resumable.store.base import CheckpointStore
 
 
@@ -72,7 +73,7 @@ def runs_command(
     since_time = _since(since)
 
     async def go() -> list[Any]:
-        async with store_for(config.durability, config) as store:
+        async with to_read(store_for(config.durability, config)) as store:
             return await list_runs(
                 store,
                 statuses=status or (),
@@ -125,7 +126,7 @@ def show_command(
         _fail(UsageError("give a RUN_ID or --latest (not both); list runs with `resumable runs`"))
 
     async def go() -> RunView:
-        async with _records(config) as (store, codec):
+        async with _records(config, read_only=True) as (store, codec):
             target = run_id or await _newest(store)
             return await show_run(store, codec, target, at=at)
 

@@ -99,8 +99,10 @@ class RunFolders:
 
     # -- blocking work, run in a thread ----------------------------------------------
     def _load_key(self) -> bytes:
-        self._ensure_root()
         path = self.root / "key"
+        if getattr(self, "read_only", False) and not path.exists():
+            return os.urandom(32)  # no key, so no run written: nothing will be verified
+        self._ensure_root()
         if not path.exists():
             tmp = self.root / f".key-{secrets.token_hex(4)}"
             write_new(tmp, os.urandom(32), fsync=True)
