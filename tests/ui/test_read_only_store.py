@@ -8,13 +8,17 @@ so with the path (exit 2, or a 500 naming it) and creates nothing there.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import subprocess
+import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
+from tests.crash.damage import POSTGRES_URL, REDIS_URL, SITES, Site
 from tests.crash.harness import EXAMPLES, resumable
 from tests.ui.harness import inspector
 
@@ -111,3 +115,86 @@ def test_the_inspector_answers_exactly_the_names_it_listens_on(tmp_path: Path) -
         ]:
             answer = httpx.get(url + "/api/runs", headers={"Host": f"{name}:{port}"}, timeout=30)
             assert answer.status_code == code, (name, answer.text)
+
+
+def _server_dump(site: Site) -> dict[str, Any]:
+    """Every row of the site's PostgreSQL schema, or every key (dumped) under its Redis prefix."""
+
+    async def postgres() -> dict[str, Any]:
+        import asyncpg
+
+        conn = await asyncpg.connect(POSTGRES_URL)
+        try:
+            schema = site.schema  # type: ignore[attr-defined]
+            tables = await conn.fetch(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = $1", schema
+            )
+            return {
+                t["table_name"]: [
+                    tuple(r)
+                    for r in await conn.fetch(f'SELECT * FROM "{schema}"."{t["table_name"]}"')
+                ]
+                for t in tables
+            }
+        finally:
+            await conn.close()
+
+    async def redis() -> dict[str, Any]:
+        import redis.asyncio as aioredis
+
+        client = aioredis.Redis.from_url(REDIS_URL)
+        async with client:
+            prefix = site.prefix  # type: ignore[attr-defined]
+            keys = [k async for k in client.scan_iter(match=f"{prefix}:*", count=1000)]
+            return {k: await client.dump(k) for k in keys}
+
+    found = asyncio.run(postgres() if site.kind == "postgres" else redis())
+    return {k: sorted(v) if isinstance(v, list) else v for k, v in found.items()}
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        pytest.param("postgres", marks=pytest.mark.postgres),
+        pytest.param("redis", marks=pytest.mark.redis),
+    ],
+)
+def test_read_commands_and_the_inspector_leave_a_server_store_unchanged(
+    tmp_path: Path, kind: str
+) -> None:
+    site = SITES[kind]()
+    empty = SITES[kind]()
+    try:
+        (tmp_path / "playbooks.toml").write_text(empty.config())
+        refused = resumable(["runs", "--json"], tmp_path)
+        if kind == "postgres":  # a schema that holds no store is named, and not made
+            assert refused.code == 2, refused.stderr
+            assert f"no resumable store in schema {empty.schema!r}" in refused.stderr  # type: ignore[attr-defined]
+        else:  # a Redis prefix with no runs is an empty store
+            assert (refused.code, json.loads(refused.stdout)) == (0, [])
+        assert _server_dump(empty) == {}
+
+        (tmp_path / "playbooks.toml").write_text(site.config())
+        shutil.copy(EXAMPLES / "ledger.py", tmp_path / "ledger.py")
+        env = {"LEDGER": "ledger.txt"}
+        assert resumable(["exec", "ledger.py", "--run-id", "done"], tmp_path, env=env).code == 0
+        crash = {**env, "RESUMABLE_CRASH_AFTER": "7"}
+        assert resumable(["exec", "ledger.py", "--run-id", "cut"], tmp_path, env=crash).code == -9
+        time.sleep(site.lease_seconds)  # the killed owner's lease lapses (no write needed)
+        before = _server_dump(site)
+        listed = resumable(["runs", "--json"], tmp_path)
+        assert listed.code == 0, listed.stderr
+        assert {r["run_id"]: r["status"] for r in json.loads(listed.stdout)} == {
+            "done": "completed",
+            "cut": "crashed",
+        }
+        assert resumable(["show", "cut", "--json"], tmp_path).code == 0
+        assert resumable(["steps", "done", "--json"], tmp_path).code == 0
+        with inspector(tmp_path) as url:
+            assert httpx.get(url + "/api/runs", timeout=30).status_code == 200
+            for run_id in ("done", "cut"):
+                assert httpx.get(f"{url}/runs/{run_id}", timeout=30).status_code == 200
+        assert _server_dump(site) == before
+    finally:
+        asyncio.run(site.cleanup())
+        asyncio.run(empty.cleanup())

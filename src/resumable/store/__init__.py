@@ -95,9 +95,9 @@ def open_store(kind: str, *, path: str = "", url: str = "", sync: str = "fsync")
 
 def to_read(store: CheckpointStore) -> CheckpointStore:
     """``store`` (not open yet) for commands that only read (``runs``, ``show``, ``steps``,
-    ``ui``): the folder and SQLite stores then open without writing anything (a store on
-    read-only media works), are never created (a missing one is a UsageError naming its
-    path), and make no MAC key."""
+    ``ui``): it then writes nothing - the folder and SQLite stores open on read-only media,
+    PostgreSQL makes or upgrades no schema - and makes no MAC key; a store that does not
+    exist is a UsageError naming its path (or schema), never created."""
     if hasattr(store, "read_only"):
         store.read_only = True
     return store
