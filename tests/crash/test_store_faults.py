@@ -10,15 +10,20 @@ store failed may be booked again, under the same idempotency key, as after a kil
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import shutil
+import socket
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
+from tests.crash.damage import POSTGRES_URL, REDIS_URL, SITES
 from tests.crash.harness import resumable, start
 
 STATEMENTS = 40
@@ -173,4 +178,105 @@ def test_a_store_made_unwritable_mid_run_stops_it_until_it_is_writable(
     done = resumable(["resume", "ro"], work, env=env)
     assert done.code == 0, done.stderr
     assert "done 12 66 12" in done.stdout
+    _booked_once(work, 12)
+
+
+class _Proxy:
+    """A TCP forwarder to a server: stopping it cuts every connection and refuses new ones
+    (a server gone away, as the run sees it); it starts again on the same port."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        probe = socket.socket()
+        probe.bind(("127.0.0.1", 0))
+        self.port = probe.getsockname()[1]
+        probe.close()
+        self._listener: socket.socket | None = None
+        self._open: list[socket.socket] = []
+
+    def start(self) -> None:
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen()
+        self._listener = listener
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+
+    def stop(self) -> None:
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+        for sock in self._open:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+        self._open.clear()
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(self.target)
+            self._open += [client, server]
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                sink.sendall(data)
+        with contextlib.suppress(OSError):
+            sink.shutdown(socket.SHUT_WR)
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        pytest.param("postgres", marks=pytest.mark.postgres),
+        pytest.param("redis", marks=pytest.mark.redis),
+    ],
+)
+def test_a_server_that_goes_away_stops_the_run_until_it_is_back(tmp_path: Path, kind: str) -> None:
+    site = SITES[kind]()
+    real = urlsplit(POSTGRES_URL if kind == "postgres" else REDIS_URL)
+    proxy = _Proxy((real.hostname or "127.0.0.1", real.port or 0))
+    proxy.start()
+    config = site.config().replace(f"{real.hostname}:{real.port}", f"127.0.0.1:{proxy.port}")
+    assert str(proxy.port) in config
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "playbooks.toml").write_text(config)
+    (work / "slow.py").write_text(_program(12, 1000))
+    env = {"LEDGER": str(work / "ledger.txt"), "BOOK_DELAY": "0.3"}
+    process = start(["exec", "slow.py", "--run-id", "gone"], work, env=env)
+    ledger = work / "ledger.txt"
+    try:
+        deadline = time.monotonic() + 60
+        while not ledger.exists() or len(ledger.read_text().splitlines()) < 3:
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, "the run never booked 3 effects"
+            time.sleep(0.02)
+        proxy.stop()
+        stdout, stderr = process.communicate(timeout=120)
+        assert process.returncode == 75, stderr
+        assert "the program caught" not in stdout
+        assert "run gone interrupted: the store cannot be reached:" in stderr
+        assert "bring it back and `resumable resume gone`" in stderr
+        booked = ledger.read_text()
+        again = resumable(["resume", "gone"], work, env=env)  # still gone: nothing runs
+        assert again.code != 0
+        assert ledger.read_text() == booked
+        proxy.start()
+        done = resumable(["resume", "gone"], work, env=env, timeout=120)
+        assert done.code == 0, done.stderr
+        assert "done 12 66 12" in done.stdout
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        proxy.stop()
+        asyncio.run(site.cleanup())
     _booked_once(work, 12)

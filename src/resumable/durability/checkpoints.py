@@ -233,12 +233,14 @@ class CheckpointManager(StopsOnStoreFaults):
     async def flush(self, *, closing: bool = False) -> None:
         """Make every buffered record durable (and the boundary whose fsync runs); refused
         as an effect is (:meth:`settle`) unless ``closing``."""
+        if not closing and self.halted is not None:
+            raise self.halted
         if not closing and self.failure is None and expired(self.lease):
             try:  # a paused process: renewed if nobody took the run meanwhile, else fenced
                 self.lease = await self.store.renew(self.lease, self.lease_seconds)
             except StoreError as exc:
                 raise self._failed(exc) from exc
-        self._settle() if closing else self.settle()
+        self._settle()
         if self._buffer:
             await self._flush()
 
@@ -248,7 +250,7 @@ class CheckpointManager(StopsOnStoreFaults):
         if self.halted is not None:
             raise self.halted
         if self.failure is None and expired(self.lease):
-            raise self._fail(lease_lost(self.run_id, self.lease.owner))
+            raise self._lease_ran_out(lease_lost(self.run_id, self.lease.owner))
         self._settle()
 
     def _settle(self) -> None:

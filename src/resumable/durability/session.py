@@ -280,8 +280,10 @@ class RunSession:
                 lease = await self.store.renew(self.lease, ttl)
             except FencedError:
                 return  # the next append is refused with the same error
-            except StoreError:
-                continue  # a passing outage: try again; the lease has some time left
+            except StoreError as exc:  # a passing outage: try again; the lease has some time
+                self.manager.renewal_failed = exc  # left (if not, the run stops: see settle)
+                continue
+            self.manager.renewal_failed = None
             self.lease = self.manager.lease = lease
 
     async def restore_frame(self, frame: FrameState, into: dict[str, Any]) -> None:

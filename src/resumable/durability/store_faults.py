@@ -72,6 +72,16 @@ class StopsOnStoreFaults:
     halted: BaseException | None = None
     """Set by a stop signal (``interrupts``): no effect, step or foreign await starts."""
 
+    renewal_failed: StoreError | None = None
+    """Why the last renewal of a lease that expires failed (None: it did not)."""
+
+    def _lease_ran_out(self, lost: StoreFailed) -> StoreFailed:
+        """A lease that ran out: unrenewable as the store was away (resumed once it is
+        back), or not renewed at all (a paused process: another owner may have the run)."""
+        if self.renewal_failed is None:
+            return self._fail(lost)
+        return self._failed(self.renewal_failed)
+
     def _check_store(self) -> None:
         if self.failure is not None:
             raise self.failure.again()
