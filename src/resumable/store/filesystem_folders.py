@@ -16,6 +16,7 @@ import re
 import secrets
 import shutil
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -113,6 +114,7 @@ class RunFolders:
             finally:
                 tmp.unlink()
             fsync_dir(self.root)
+        self._check_private(path)
         key = path.read_bytes()
         if len(key) != 32:
             raise StoreError(
@@ -121,6 +123,32 @@ class RunFolders:
                 path=str(path),
             )
         return key
+
+    def _check_private(self, key: Path) -> None:
+        """Whoever can read the key and write the store can forge records that resume
+        unpickles: a key others can read, or a store folder anyone can write, is refused
+        for writing (and said when only reading)."""
+        problems = []
+        mode = key.stat().st_mode & 0o777
+        if mode & 0o077:
+            problems.append(
+                f"its MAC key {key} can be read by other users (mode {mode:o}): chmod 600 {key}"
+            )
+        mode = self.root.stat().st_mode & 0o777
+        if mode & 0o002:
+            problems.append(
+                f"its folder {self.root} can be written by anyone (mode {mode:o}): "
+                f"chmod 700 {self.root}"
+            )
+        if not problems:
+            return
+        message = f"checkpoint store {self.root} is not private: {'; '.join(problems)}"
+        if getattr(self, "read_only", False):
+            warnings.warn(message, RuntimeWarning, stacklevel=2)
+            return
+        raise UsageError(
+            f"{message} (another local user could forge its records)", path=str(self.root)
+        )
 
     def _create_run(self, meta: RunMeta) -> None:
         self._ensure_root()
