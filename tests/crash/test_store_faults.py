@@ -204,6 +204,8 @@ class _Proxy:
 
     def stop(self) -> None:
         if self._listener is not None:
+            with contextlib.suppress(OSError):  # wakes the accept() blocked on it
+                self._listener.shutdown(socket.SHUT_RDWR)
             self._listener.close()
             self._listener = None
         for sock in self._open:

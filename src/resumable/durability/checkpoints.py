@@ -46,7 +46,7 @@ from resumable.durability.stopping import (
     flush_output,
     mute_program_output,
 )
-from resumable.durability.store_faults import StopsOnStoreFaults, expired, lease_lost
+from resumable.durability.store_faults import StopsOnStoreFaults, expired
 from resumable.errors import StoreError
 from resumable.exec.output import output_mark, release_program_output
 from resumable.store.base import (
@@ -246,11 +246,12 @@ class CheckpointManager(StopsOnStoreFaults):
 
     def settle(self) -> None:
         """Before an effect: :meth:`_settle`; refused once the store failed, the run was
-        halted (a stop signal) or its lease ran out."""
+        halted (a stop signal), or its lease ran out while the store could not renew it.
+        (A lease that only looks expired - a late heartbeat - is renewed by :meth:`flush`.)"""
         if self.halted is not None:
             raise self.halted
-        if self.failure is None and expired(self.lease):
-            raise self._lease_ran_out(lease_lost(self.run_id, self.lease.owner))
+        if self.failure is None and self.renewal_failed is not None and expired(self.lease):
+            raise self._failed(self.renewal_failed)
         self._settle()
 
     def _settle(self) -> None:

@@ -26,7 +26,6 @@ __all__ = [
     "StopsOnStoreFaults",
     "StoreFailed",
     "expired",
-    "lease_lost",
     "store_failed",
 ]
 
@@ -75,13 +74,6 @@ class StopsOnStoreFaults:
     renewal_failed: StoreError | None = None
     """Why the last renewal of a lease that expires failed (None: it did not)."""
 
-    def _lease_ran_out(self, lost: StoreFailed) -> StoreFailed:
-        """A lease that ran out: unrenewable as the store was away (resumed once it is
-        back), or not renewed at all (a paused process: another owner may have the run)."""
-        if self.renewal_failed is None:
-            return self._fail(lost)
-        return self._failed(self.renewal_failed)
-
     def _check_store(self) -> None:
         if self.failure is not None:
             raise self.failure.again()
@@ -118,17 +110,6 @@ def store_failed(run_id: str, error: StoreError) -> StoreFailed:
         "failed": f"the store failed: {detail}; fix it and {resume}",
     }[kind]
     return StoreFailed(run_id, kind, f"run {run_id} interrupted: {fix}", detail)
-
-
-def lease_lost(run_id: str, owner: str) -> StoreFailed:
-    """The signal of a lease that ran out before it was renewed (a paused process)."""
-    return StoreFailed(
-        run_id,
-        "fenced",
-        f"run {run_id} stopped here: {owner} lost its lease (the process was paused or cut "
-        "off past it) and another process may own the run now; nothing more of it runs here",
-        "lease expired",
-    )
 
 
 def expired(lease: Lease) -> bool:
