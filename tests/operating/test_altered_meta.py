@@ -1,4 +1,4 @@
-"""What a run's metadata says is checked before it is used: an altered hash seed is refused."""
+"""Input is checked before it is used: an altered hash seed in a run's metadata, an empty id."""
 
 from __future__ import annotations
 
@@ -28,3 +28,13 @@ def test_an_impossible_hash_seed_in_meta_json_is_refused_in_one_line(tmp_path: P
         "was started with"
     ]
     assert meta_path.read_text() == json.dumps(meta)  # refused untouched
+
+
+def test_show_with_an_empty_id_is_refused_not_the_newest_run(tmp_path: Path) -> None:
+    shutil.copy(EXAMPLES / "ledger.py", tmp_path / "ledger.py")
+    assert resumable(["exec", "ledger.py"], tmp_path, env={"LEDGER": "ledger.txt"}).code == 0
+    refused = resumable(["show", ""], tmp_path)
+    assert refused.code == 2
+    assert refused.stderr.splitlines() == [
+        "resumable: error: invalid run id '': it is empty; name a run (`resumable runs` lists them)"
+    ]

@@ -27,6 +27,7 @@ from resumable.durability.session import store_for
 from resumable.errors import RunNotFoundError, UsageError
 from resumable.store import to_read
 from resumable.store.base import CheckpointStore
+from resumable.store.common import check_run_id
 
 
 async def _newest(store: CheckpointStore) -> str:
@@ -127,7 +128,8 @@ def show_command(
 
     async def go() -> RunView:
         async with _records(config, read_only=True) as (store, codec):
-            target = run_id or await _newest(store)
+            target = await _newest(store) if run_id is None else run_id
+            check_run_id(target)  # an empty id (an unset variable) is an error, never --latest
             return await show_run(store, codec, target, at=at)
 
     view = _run(go)
