@@ -48,8 +48,9 @@ damaged (its metadata cannot be read: `resumable runs` says why in one warning l
 `resume` and `resume --latest` continue crashed, interrupted and waiting runs.
 
 `runs`, `show`, `steps` and `resumable ui` only read the store: they work on a store
-on read-only media (the folder store is not probed, SQLite is opened `mode=ro`), write
-nothing to it and make no key, and a path that holds no store is named in one line
+on read-only media (the folder store is not probed; SQLite is opened `mode=ro`, or,
+with no write-ahead log pending, by a connection that writes nothing, so that no log file
+is left behind), write nothing to it and make no key, and a path that holds no store is named in one line
 (exit 2; the inspector answers with that line) instead of a store being created there.
 
 On SIGINT or SIGTERM, `run`, `exec` and `resume` stop at the next safe point: no new

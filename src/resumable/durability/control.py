@@ -26,6 +26,7 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from resumable.durability import owners
 from resumable.durability.records import Record, RecordCodec
 from resumable.durability.store_faults import StoreFailed
 from resumable.errors import ResumableError, RunBusyError, UsageError
@@ -70,7 +71,7 @@ async def cancel_run(
             run_id=run_id,
         )
     try:
-        lease = await store.acquire(run_id, owner)
+        lease = await owners.acquire(store, run_id, owner=owner)  # a dead owner's run too
     except RunBusyError:
         request = {"reason": reason, "at": time.time()}
         await store.put_meta(replace(meta, extra={**meta.extra, CANCEL: request}))

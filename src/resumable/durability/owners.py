@@ -23,16 +23,20 @@ def owner_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-async def acquire(store: CheckpointStore, run_id: str, ttl: float = 30.0) -> Lease:
-    """Own ``run_id`` for this process, taking it from an owner that died on this host."""
+async def acquire(
+    store: CheckpointStore, run_id: str, ttl: float = 30.0, owner: str | None = None
+) -> Lease:
+    """Own ``run_id`` (for this process, or ``owner``), taking it from an owner that died
+    on this host."""
+    owner = owner or owner_name()
     try:
-        return await store.acquire(run_id, owner_name(), ttl)
+        return await store.acquire(run_id, owner, ttl)
     except RunBusyError as busy:
         holder, epoch = busy.fields.get("owner"), busy.fields.get("epoch")
         if not (isinstance(holder, str) and isinstance(epoch, int) and dead_here(holder)):
             raise
         await store.release(Lease(run_id, epoch, holder))
-        return await store.acquire(run_id, owner_name(), ttl)
+        return await store.acquire(run_id, owner, ttl)
 
 
 async def listed(store: CheckpointStore) -> list[RunSummary]:

@@ -134,12 +134,13 @@ class RunFolders:
             problems.append(
                 f"its MAC key {key} can be read by other users (mode {mode:o}): chmod 600 {key}"
             )
-        mode = self.root.stat().st_mode & 0o777
-        if mode & 0o002:
-            problems.append(
-                f"its folder {self.root} can be written by anyone (mode {mode:o}): "
-                f"chmod 700 {self.root}"
-            )
+        for folder in (self.root, self._runs):
+            mode = folder.stat().st_mode & 0o7777
+            if mode & 0o002 and not (folder == self.root and mode & 0o1000):  # sticky: /tmp
+                problems.append(
+                    f"its folder {folder} can be written by anyone (mode {mode:o}): "
+                    f"chmod 700 {folder}"
+                )
         if not problems:
             return
         message = f"checkpoint store {self.root} is not private: {'; '.join(problems)}"

@@ -138,8 +138,14 @@ class SQLiteConnection:
                 f"no SQLite store at {self.path}; check [durability] path or --config",
                 path=str(self.path),
             )
+        # With no write-ahead log, nothing is pending: a connection that writes nothing
+        # removes the log files it opens when it closes, leaving the folder as it was (a
+        # read-only one would leave them behind); else, or on read-only media, mode=ro.
+        wal = self.path.with_name(self.path.name + "-wal")
+        writable = os.access(self.path, os.W_OK) and os.access(self.path.parent, os.W_OK)
+        mode = "rw" if writable and not wal.exists() else "ro"
         try:
-            uri = f"file:{quote(str(self.path))}?mode=ro"
+            uri = f"file:{quote(str(self.path))}?mode={mode}"
             conn = sqlite3.connect(
                 uri,
                 uri=True,
