@@ -22,7 +22,7 @@ import resumable
 from resumable.config import Config, DurabilitySettings
 from resumable.durability.journal import FrameRecorder
 from resumable.durability.session import RunSession, store_for
-from resumable.errors import StoreError
+from resumable.durability.store_faults import StoreFailed
 from resumable.exec.executor import StreamingPythonExecutor
 from resumable.exec.output import ProgramOutput
 from resumable.store.base import RunMeta
@@ -171,7 +171,7 @@ async def test_a_failed_background_fsync_stops_the_run_even_if_the_program_catch
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     effects = Effects(SlowDisk(fail_in_background=True))  # tool 1's statement
-    with pytest.raises(StoreError, match="Input/output error"):
+    with pytest.raises(StoreFailed, match="Input/output error"):
         await run_program(tmp_path / "store", FAILING, effects, monkeypatch)
     # neither tool 2 nor tool 3 started: each stopped at its barrier, and the program's
     # `except Exception` could not make the run go on past the failed record

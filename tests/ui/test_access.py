@@ -81,6 +81,7 @@ def test_what_counts_as_loopback(host: str, loopback: bool) -> None:
 
 def test_without_a_token_only_requests_to_this_machine_are_answered(tmp_path: Path) -> None:
     """A page elsewhere that rebinds its domain to 127.0.0.1 does not get the runs."""
+    (tmp_path / ".resumable" / "runs").mkdir(parents=True)  # an empty store (ui makes none)
     with inspector(tmp_path) as url:
         assert httpx.get(url + "/api/runs").status_code == 200
         port = url.rsplit(":", 1)[1]
@@ -101,6 +102,7 @@ def test_a_non_loopback_host_needs_a_token(tmp_path: Path) -> None:
         "would see every run's variables; add --token T (then every request needs it) or use "
         "--host 127.0.0.1"
     ]
+    (tmp_path / ".resumable" / "runs").mkdir(parents=True)  # an empty store (ui makes none)
     with inspector(tmp_path, "--host", "0.0.0.0", "--token", TOKEN) as url:
         port = url.rsplit(":", 1)[1]
         assert httpx.get(f"http://127.0.0.1:{port}/").status_code == 401

@@ -2,7 +2,8 @@
 
 stdout carries only what the program prints (or ``--json``); everything the runtime
 says goes to stderr. Exit codes: 0 done, 1 program error (or gave up, or cancelled),
-2 usage/config error, 3 waiting for human input.
+2 usage/config error, 3 waiting for human input, 75 the store failed under the run
+(interrupted: fix the store, then resume), 130/143 stopped by SIGINT/SIGTERM (interrupted).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import asyncio
 import errno
 import json
 import os
+import signal
 import sys
 import warnings
 from collections.abc import AsyncIterator, Callable, Coroutine
@@ -22,12 +24,14 @@ import typer
 from rich.console import Console
 
 from resumable.config import Config, load_config
-from resumable.durability import hashseed
+from resumable.durability import hashseed, interrupts
 from resumable.durability.records import RecordCodec
 from resumable.durability.session import RunOutcome, codec_for, store_for
 from resumable.durability.stopping import StopRequested
+from resumable.durability.store_faults import EXIT_STORE_FAILED, StoreFailed
 from resumable.errors import ResumableError, UsageError
 from resumable.extras import DISTRIBUTION
+from resumable.store import to_read
 from resumable.store.base import CheckpointStore
 
 T = TypeVar("T")
@@ -170,16 +174,37 @@ def _fail(error: ResumableError) -> NoReturn:
 
 def _run(coro_fn: Callable[[], Coroutine[Any, Any, T]]) -> T:
     try:
-        return asyncio.run(coro_fn())
+        return asyncio.run(_stoppable(coro_fn))
     except ResumableError as error:
         _fail(error)
+    except StoreFailed as failed:
+        err.print(f"resumable: {failed.reason}", markup=False)
+        raise typer.Exit(EXIT_STORE_FAILED) from None
     except StopRequested as stop:  # only a cancel stops a run this process drives
         why = f": {stop.cancelled}" if stop.cancelled else ""
         err.print(f"resumable: run {stop.run_id} cancelled{why}", markup=False)
         raise typer.Exit(1) from None
-    except KeyboardInterrupt:
-        err.print("resumable: interrupted; resume with `resumable resume --latest`")
-        raise typer.Exit(130) from None
+    except (KeyboardInterrupt, interrupts.Interrupted, asyncio.CancelledError):
+        signum = interrupts.received() or signal.SIGINT
+        name = signal.Signals(signum).name
+        runs = interrupts.stopped_runs()
+        if runs:
+            err.print(
+                f"resumable: run {', '.join(runs)} interrupted by {name}; continue it with "
+                f"`resumable resume {runs[0]}`",
+                markup=False,
+            )
+        else:
+            err.print(f"resumable: interrupted by {name}", markup=False)
+        raise typer.Exit(interrupts.exit_code(signum)) from None
+
+
+async def _stoppable(coro_fn: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """The command's work, stopped in order by SIGINT or SIGTERM (see ``interrupts``)."""
+    task = asyncio.current_task()
+    assert task is not None
+    with interrupts.stop_on_signals(task):
+        return await coro_fn()
 
 
 def _config(path: Path | None) -> Config:
@@ -200,9 +225,13 @@ def _since(text: str | None) -> float | None:
 
 
 @asynccontextmanager
-async def _records(config: Config) -> AsyncIterator[tuple[CheckpointStore, RecordCodec]]:
-    """The configured store, open, with the codec that reads and seals its records."""
-    async with store_for(config.durability, config) as store:
+async def _records(
+    config: Config, *, read_only: bool = False
+) -> AsyncIterator[tuple[CheckpointStore, RecordCodec]]:
+    """The configured store, open, with the codec that reads and seals its records;
+    ``read_only`` for commands that only read (nothing written, nothing created)."""
+    store = store_for(config.durability, config)
+    async with to_read(store) if read_only else store:
         yield store, await codec_for(store, config.durability, os.environ)
 
 

@@ -37,11 +37,28 @@ PowerShell) and `--show-completion` prints it.
 | 2 | usage or configuration error: one line naming the thing and the fix; the store is left byte for byte as it was (a `resume` checks its hooks, and a `max_record_bytes` below the run's largest record, before it takes the run) |
 | 3 | waiting for human input (`resumable answer`, then `resumable resume`) |
 | N | the program called `sys.exit(N)`: its code, as under `python` (the run is completed for 0, failed otherwise) |
+| 75 | the store failed under the run (disk full, read-only, server gone, lease lost): the run is `interrupted`; fix the store, then `resumable resume RUN_ID` |
+| 130 | stopped by SIGINT (Ctrl-C): the run is `interrupted`; `resumable resume RUN_ID` continues it |
+| 143 | stopped by SIGTERM (`docker stop`, systemd, Kubernetes): the run is `interrupted`, as for 130 |
 
-A run's status is one of running, crashed (running with no live owner), waiting,
-pending, completed, failed, cancelled, or damaged (its metadata cannot be read:
-`resumable runs` says why in one warning line, `problem` in `--json`, and
-`resumable repair` rebuilds it from the verified log).
+A run's status is one of running, crashed (running with no live owner: its process
+was killed), interrupted (stopped in order by SIGINT, SIGTERM or a failing store; the
+reason is in `resumable show`), waiting, pending, completed, failed, cancelled, or
+damaged (its metadata cannot be read: `resumable runs` says why in one warning line,
+`problem` in `--json`, and `resumable repair` rebuilds it from the verified log).
+`resume` and `resume --latest` continue crashed, interrupted and waiting runs.
+
+`runs`, `show`, `steps` and `resumable ui` only read the store: they work on a store
+on read-only media (the folder store is not probed; SQLite is opened `mode=ro`, or,
+with no write-ahead log pending, by a connection that writes nothing, so that no log file
+is left behind), write nothing to it and make no key, and a path that holds no store is named in one line
+(exit 2; the inspector answers with that line) instead of a store being created there.
+
+On SIGINT or SIGTERM, `run`, `exec` and `resume` stop at the next safe point: no new
+effect, step or foreign await starts, the one in flight is abandoned (it runs again on
+resume, with the same idempotency key), what is recorded is written, and the run's lease
+is released at once, so a resume need not wait for it. A second signal while it stops
+is only acknowledged. `resumable worker` drains instead: see its command.
 
 `run`, `exec` and `resume` also take `--quiet` (`-q`) and `--events json`. On a
 terminal a live status line on stderr shows the playbook and frame, the LLM turn,

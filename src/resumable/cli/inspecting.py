@@ -27,7 +27,9 @@ from resumable.durability.call_sites import describe_call
 from resumable.durability.progress import plural
 from resumable.durability.session import store_for
 from resumable.errors import RunNotFoundError, UsageError
+from resumable.store import to_read
 from resumable.store.base import CheckpointStore
+from resumable.store.common import check_run_id
 
 
 def where_in_code(statement: int, status: str) -> str:
@@ -50,8 +52,8 @@ def runs_command(
         list[str] | None,
         typer.Option(
             "--status",
-            help="Only runs in this status: running, crashed, waiting, pending, completed, "
-            "failed, cancelled (repeatable).",
+            help="Only runs in this status: running, crashed, interrupted, waiting, pending, "
+            "completed, failed, cancelled (repeatable).",
         ),
     ] = None,
     program: Annotated[
@@ -81,7 +83,7 @@ def runs_command(
     since_time = _since(since)
 
     async def go() -> list[Any]:
-        async with store_for(config.durability, config) as store:
+        async with to_read(store_for(config.durability, config)) as store:
             return await list_runs(
                 store,
                 statuses=status or (),
@@ -138,8 +140,9 @@ def show_command(
         _fail(UsageError("give a RUN_ID or --latest (not both); list runs with `resumable runs`"))
 
     async def go() -> RunView:
-        async with _records(config) as (store, codec):
-            target = run_id or await _newest(store)
+        async with _records(config, read_only=True) as (store, codec):
+            target = await _newest(store) if run_id is None else run_id
+            check_run_id(target)  # an empty id (an unset variable) is an error, never --latest
             return await show_run(store, codec, target, at=at)
 
     view = _run(go)

@@ -87,7 +87,7 @@ def steps_command(
     since_time = _since(since)
 
     async def go() -> tuple[list[StepEntry], list[str], int]:
-        async with _records(config) as (store, codec):
+        async with _records(config, read_only=True) as (store, codec):
             return await run_steps(store, codec, run_id, frames=frame, kinds=kind, since=since_time)
 
     entries, problems, folded = _run(go)

@@ -145,7 +145,8 @@ def _start(
 def resume_command(
     run_id: Annotated[str | None, typer.Argument(help="The run to continue.")] = None,
     latest: Annotated[
-        bool, typer.Option("--latest", help="Resume the newest crashed or waiting run.")
+        bool,
+        typer.Option("--latest", help="Resume the newest crashed, interrupted or waiting run."),
     ] = False,
     no_input: Annotated[
         bool, typer.Option("--no-input", help="Never ask on the terminal.")
@@ -170,7 +171,7 @@ def resume_command(
     events: EventsOption = None,
     config_path: ConfigOption = None,
 ) -> None:
-    """Continue a crashed or waiting run from its last checkpoint.
+    """Continue a crashed, interrupted or waiting run from its last checkpoint.
 
     A run gives up (ends failed) only when [durability] max_attempts attempts in a row died
     without writing a record past the one they started from; an attempt that got further

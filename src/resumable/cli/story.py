@@ -21,6 +21,9 @@ def story(view: RunView) -> list[str]:
         lines.append(f"cancelled: {reason}" if reason else "cancelled")
     elif cancel and not cancel.get("done"):
         lines.append(f"cancel requested: {cancel.get('reason') or 'no reason given'}")
+    interrupted = view.attempts.get("interrupted")
+    if view.status == "interrupted" and interrupted:
+        lines.append(f"interrupted: {interrupted}")
     made = view.attempts.get("made") or 0
     if made > 1:
         last = view.attempts.get("last_error")

@@ -24,6 +24,9 @@ exactly there.
 Graceful stop: once ``stop_requested`` is set, the next await record is made durable
 at once and :class:`StopRequested` is raised right after it, so the run unwinds with
 nothing of it lost and a resume goes on from that await.
+
+A store that fails stops the run with ``StoreFailed`` (see ``store_faults``), raised again
+at every later write and before every effect, as it is once a lease ran out.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from resumable.durability.stopping import (
     flush_output,
     mute_program_output,
 )
+from resumable.durability.store_faults import StopsOnStoreFaults, expired
 from resumable.durability.written_files import files_mark
 from resumable.errors import StoreError
 from resumable.exec.output import output_mark, release_program_output
@@ -90,7 +94,7 @@ class _Syncing:
     info: CheckpointInfo | None
 
 
-class CheckpointManager:
+class CheckpointManager(StopsOnStoreFaults):
     """Writes a run's records durably, in order, under its lease."""
 
     def __init__(
@@ -137,7 +141,7 @@ class CheckpointManager:
         self._begin = store.begin_append if isinstance(store, BeginsAppends) else None
         self._syncing: _Syncing | None = None
         """The boundary batch whose fsync runs while the program goes on (see settle)."""
-        self._sync_error: StoreError | None = None
+        self.lease_seconds = 30.0  # what a renewal of a lease that expires asks for
 
     # -- writing records --------------------------------------------------------------
     def _make(self, kind: str, frame: str, body: dict[str, Any]) -> Record:
@@ -146,12 +150,14 @@ class CheckpointManager:
 
     async def write(self, kind: str, frame: str, body: dict[str, Any]) -> int:
         """Append one record durably (after any buffered ones); return its seq."""
+        self._check_store()
         self._buffer.append(self._make(kind, frame, body))
         await self._flush()
         return self._seq
 
     async def write_together(self, records: list[tuple[str, str, dict[str, Any]]]) -> int:
         """Append several records as one batch: durable all together or not at all."""
+        self._check_store()
         for kind, frame, body in records:
             self._buffer.append(self._make(kind, frame, body))
         await self._flush()
@@ -160,6 +166,7 @@ class CheckpointManager:
     async def write_boundary(self, frame: str, body: dict[str, Any]) -> int:
         """Append a statement's boundary record; its fsync may still run when this returns,
         while the next statement starts, until the first barrier (:meth:`settle`)."""
+        self._check_store()
         self._buffer.append(self._make("stmt", frame, body))
         await self._flush(background=True)
         return self._seq
@@ -174,7 +181,7 @@ class CheckpointManager:
         is then held and made durable together with the statement's boundary record -
         or with whatever record comes first - in one append.
         """
-        self.settle()  # so that ``written`` counts every record before this one
+        self._settle()  # so that ``written`` counts every record before this one
         stored = self._make("await", frame, body)
         self._buffer.append(stored)
         self.last_await = stored.seq
@@ -218,15 +225,39 @@ class CheckpointManager:
     def deferred(self) -> bool:
         """True while a record is not durable yet: the record of a synchronous call waits
         for the next flush, or a boundary's fsync runs. :meth:`flush` before an effect."""
-        return self._deferred or self._syncing is not None or self._sync_error is not None
+        stopped = self.failure is not None or self.halted is not None or expired(self.lease)
+        return self._deferred or self._syncing is not None or stopped
 
-    async def flush(self) -> None:
-        """Make every buffered record durable (and the boundary whose fsync runs)."""
-        self.settle()
+    @property
+    def appending(self) -> asyncio.Future[None] | None:
+        """The append in progress, if any (a stop waits for it before it cancels the run)."""
+        return self._writing
+
+    async def flush(self, *, closing: bool = False) -> None:
+        """Make every buffered record durable (and the boundary whose fsync runs); refused
+        as an effect is (:meth:`settle`) unless ``closing``."""
+        if not closing and self.halted is not None:
+            raise self.halted
+        if not closing and self.failure is None and expired(self.lease):
+            try:  # a paused process: renewed if nobody took the run meanwhile, else fenced
+                self.lease = await self.store.renew(self.lease, self.lease_seconds)
+            except StoreError as exc:
+                raise self._failed(exc) from exc
+        self._settle()
         if self._buffer:
             await self._flush()
 
     def settle(self) -> None:
+        """Before an effect: :meth:`_settle`; refused once the store failed, the run was
+        halted (a stop signal), or its lease ran out while the store could not renew it.
+        (A lease that only looks expired - a late heartbeat - is renewed by :meth:`flush`.)"""
+        if self.halted is not None:
+            raise self.halted
+        if self.failure is None and self.renewal_failed is not None and expired(self.lease):
+            raise self._failed(self.renewal_failed)
+        self._settle()
+
+    def _settle(self) -> None:
         """The barrier: block until the boundary batch whose fsync runs is durable.
 
         Called before anything outside the process can see the run go on: a foreign await
@@ -236,8 +267,7 @@ class CheckpointManager:
         raised here and at every later write: the barrier may sit in program code, whose
         ``except Exception:`` must not let the run go on with a record that is not durable.
         """
-        if self._sync_error is not None:
-            raise self._sync_error
+        self._check_store()
         syncing = self._syncing
         if syncing is None:
             return
@@ -245,8 +275,7 @@ class CheckpointManager:
         try:
             syncing.append.wait()
         except StoreError as exc:
-            self._sync_error = exc
-            raise
+            raise self._failed(exc) from exc
         self._durable(syncing.records, None, syncing.info)
 
     async def _flush(self, *, background: bool = False) -> None:
@@ -264,7 +293,7 @@ class CheckpointManager:
                 return
         if not self._buffer:
             # taken by a boundary whose fsync runs, or by an append whose writer got its error
-            self.settle()
+            self._settle()
             return
         writing = self._writing = asyncio.get_running_loop().create_future()
         try:
@@ -278,7 +307,7 @@ class CheckpointManager:
             await self.snapshot()
 
     async def _append_buffer(self, background: bool) -> str:
-        self.settle()  # batches become durable in order
+        self._settle()  # batches become durable in order
         records, self._buffer = self._buffer, []
         self._deferred = False
         # The last record of a batch says how much program output it covers: what was
@@ -298,7 +327,10 @@ class CheckpointManager:
         crash_due = self.crash_after is not None and self.written + len(batch) >= self.crash_after
         if (background or held) and self._begin is not None and not crash_due:
             flush_output()
-            append = self._begin(self.run_id, batch, self.lease)
+            try:
+                append = self._begin(self.run_id, batch, self.lease)
+            except StoreError as exc:
+                raise self._failed(exc) from exc
             if append is not None:
                 self._since_snapshot += len(batch)
                 if held and mark is not None:
@@ -308,9 +340,12 @@ class CheckpointManager:
                     release_program_output(mark[1])
                 self._syncing = _Syncing(append, records, info)
                 if not background:
-                    self.settle()
+                    self._settle()
                 return records[-1].kind
-        await self.store.append(self.run_id, batch, self.lease)
+        try:
+            await self.store.append(self.run_id, batch, self.lease)
+        except StoreError as exc:
+            raise self._failed(exc) from exc
         self._since_snapshot += len(batch)
         self._durable(records, mark, info)
         return records[-1].kind
@@ -333,10 +368,13 @@ class CheckpointManager:
 
     # -- blobs ------------------------------------------------------------------------------
     async def put_blobs(self, blobs: Mapping[str, bytes]) -> None:
+        self._check_store()
         for digest, data in blobs.items():
-            await self.store.put_blob(
-                self.run_id, digest, self.codec.seal_blob(self.run_id, digest, data)
-            )
+            sealed = self.codec.seal_blob(self.run_id, digest, data)
+            try:
+                await self.store.put_blob(self.run_id, digest, sealed)
+            except StoreError as exc:
+                raise self._failed(exc) from exc
             self._blobs[digest] = data
 
     def load_blob_sync(self, digest: str) -> bytes:
@@ -366,5 +404,8 @@ class CheckpointManager:
                 {"state": msgpack.packb(state_to_dict(state), use_bin_type=True)},
             )
         )
-        await self.store.put_snapshot(self.run_id, state.seq, data, self.lease)
-        await self.store.prune(self.run_id, self.policy.keep)
+        try:
+            await self.store.put_snapshot(self.run_id, state.seq, data, self.lease)
+            await self.store.prune(self.run_id, self.policy.keep)
+        except StoreError as exc:
+            raise self._failed(exc) from exc

@@ -25,13 +25,16 @@ killed again and again as it moves on (spot machines, OOM kills) always finishes
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from resumable.durability import owners
 from resumable.durability.records import Record, RecordCodec
+from resumable.durability.store_faults import StoreFailed
 from resumable.errors import ResumableError, RunBusyError, UsageError
-from resumable.store.base import CheckpointStore, Lease, RunMeta, StoredRecord
+from resumable.store.base import INTERRUPTED, CheckpointStore, Lease, RunMeta, StoredRecord
 
 if TYPE_CHECKING:
     from resumable.durability.session import RunSession
@@ -73,7 +76,7 @@ async def cancel_run(
             run_id=run_id,
         )
     try:
-        lease = await store.acquire(run_id, owner)
+        lease = await owners.acquire(store, run_id, owner=owner)  # a dead owner's run too
     except RunBusyError:
         request = {"reason": reason, "at": time.time()}
         await store.put_meta(replace(meta, extra={**meta.extra, CANCEL: request}))
@@ -180,6 +183,7 @@ def begin_attempt(extra: dict[str, Any], *, seq: int) -> dict[str, Any]:
     extra[ATTEMPTS] = int(made or 0) + 1
     extra[OPEN] = True
     extra[START] = seq
+    extra.pop(INTERRUPTED, None)
     extra.pop(GAVE_UP, None)
     return extra
 
@@ -254,7 +258,8 @@ def gave_up(meta: RunMeta) -> str | None:
 async def settle(session: RunSession) -> None:
     """At the end of an attempt that ended in order (not a crash): close it in the metadata.
 
-    A run cancelled while this process drove it gets its ``cancelled`` status record here.
+    A run cancelled while this process drove it gets its ``cancelled`` status record here;
+    one stopped by a signal or its store is left ``running`` (resumable) with the reason.
     """
     reason = session.cancel_reason
     cancelled = reason is not None and session.meta.status == "running"
@@ -268,10 +273,37 @@ async def settle(session: RunSession) -> None:
     extra = {k: v for k, v in meta.extra.items() if k != OPEN}
     if cancelled:
         extra[CANCEL] = {"reason": reason, "at": time.time(), "done": True}
+    elif session.interrupted is not None and session.meta.status == "running":
+        extra[INTERRUPTED] = session.interrupted
     session.meta = replace(session.meta, extra=extra)
     await session.store.put_meta(
         replace(meta, status=session.meta.status, updated_at=time.time(), extra=extra)
     )
+
+
+async def let_go(session: RunSession) -> None:
+    """Write what the session holds, close the attempt and release the lease.
+
+    A run whose store failed is let go as well as the store allows (left ``interrupted``,
+    with the reason), and one fenced by another owner is not written at all.
+    """
+    manager = session.manager
+    try:
+        with contextlib.suppress(StoreFailed):  # kept in manager.failure
+            await manager.flush(closing=True)
+        failure = manager.failure
+        if failure is None:
+            await settle(session)
+        elif failure.kind != "fenced":
+            session.interrupted = failure.reason
+            with contextlib.suppress(ResumableError):  # the store may take this note
+                await settle(session)
+    finally:
+        if manager.failure is None:
+            await session.store.release(session.lease)
+        else:
+            with contextlib.suppress(ResumableError):
+                await session.store.release(session.lease)
 
 
 async def _last_seq(store: CheckpointStore, run_id: str) -> int:

@@ -12,7 +12,7 @@ from typing import Any
 from resumable.durability import control
 from resumable.durability.state import RunState
 from resumable.errors import RunNotFoundError
-from resumable.store.base import CheckpointStore, RunMeta
+from resumable.store.base import INTERRUPTED, CheckpointStore, RunMeta
 
 APPROVE_OPTIONS = ["yes", "no"]
 
@@ -97,4 +97,5 @@ def attempts(meta: RunMeta, seq: int, status: str) -> dict[str, Any]:
         "failed_in_a_row": failed if isinstance(failed, int) else 0,
         "last_error": extra.get(control.LAST_ERROR) or None,
         "cancel": extra.get(control.CANCEL) or None,
+        "interrupted": extra.get(INTERRUPTED) or None,
     }

@@ -27,6 +27,7 @@ from types import ModuleType
 from typing import Any, Final
 
 from resumable.durability.records import RecordCodec
+from resumable.errors import UsageError
 
 __all__ = [
     "ENV",
@@ -117,9 +118,25 @@ def seed_to_apply(extra: Mapping[str, Any], env: Mapping[str, str]) -> int | Non
     None too when this process was started with that seed and still hashes otherwise (another
     Python recorded the run): starting again would not help, and :func:`mismatch` says so.
     """
-    seed = extra.get("hash_seed")
-    if not _differs(extra) or not isinstance(seed, int) or seed_from_env(env) == seed:
+    seed = _recorded_seed(extra)
+    if not _differs(extra) or seed is None or seed_from_env(env) == seed:
         return None
+    return seed
+
+
+def _recorded_seed(extra: Mapping[str, Any]) -> int | None:
+    """The run's recorded seed; a value no process could have used is refused, never applied
+    (a process started with it would die before it ran a line)."""
+    seed = extra.get("hash_seed")
+    if seed is None:
+        return None
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= _MAX:
+        raise UsageError(
+            f"the run's metadata holds hash_seed = {seed!r}, which no Python can hash with "
+            f"(0 to {_MAX}); it was altered: restore it, or set it to the seed the run was "
+            "started with",
+            key="hash_seed",
+        )
     return seed
 
 
@@ -127,7 +144,7 @@ def mismatch(extra: Mapping[str, Any], env: Mapping[str, str]) -> str | None:
     """Why set iteration order may differ in this process from the run's, or None."""
     if not _differs(extra):
         return None
-    seed = extra.get("hash_seed")
+    seed = _recorded_seed(extra)
     if seed is None:
         return (
             "this run was started without PYTHONHASHSEED, so this process may iterate a set of "

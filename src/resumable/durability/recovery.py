@@ -33,7 +33,7 @@ from resumable.durability.state import FrameState, RunState
 from resumable.durability.state_codec import state_from_dict
 from resumable.errors import IntegrityError, LostRecordsError
 from resumable.exec.reply_filter import executed_text
-from resumable.store.base import CheckpointStore, ReadResult, RunMeta
+from resumable.store.base import RESUMABLE_STATUSES, CheckpointStore, ReadResult, RunMeta
 
 if TYPE_CHECKING:
     from resumable.config import Config
@@ -69,7 +69,7 @@ class RecoveryCoordinator:
         """True if the run exists, is not finished and no live owner holds it."""
         for summary in await self.store.list_runs():
             if summary.meta.run_id == run_id:
-                return summary.status in ("crashed", "waiting", "pending")
+                return summary.status in RESUMABLE_STATUSES
         return False
 
     async def load(

@@ -13,7 +13,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from resumable.durability import explain
+from resumable.durability import explain, owners
 from resumable.durability.records import Record, RecordCodec
 from resumable.durability.recovery import (
     RecoveryCoordinator,
@@ -26,7 +26,13 @@ from resumable.durability.session import owner_name
 from resumable.durability.snapshot import Snapshotter
 from resumable.durability.state import FrameState, RunState
 from resumable.errors import RunNotFoundError, UsageError
-from resumable.store.base import STATUSES, CheckpointStore, RunSummary, StoredRecord
+from resumable.store.base import (
+    LISTED_STATUSES,
+    RESUMABLE_STATUSES,
+    CheckpointStore,
+    RunSummary,
+    StoredRecord,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,15 +71,14 @@ async def list_runs(
     or later.
     """
     for status in statuses:
-        if status not in (*STATUSES, "crashed"):
+        if status not in LISTED_STATUSES:
             raise UsageError(
-                f"--status {status!r} is not a status; use one of "
-                f"{', '.join([*STATUSES, 'crashed'])}"
+                f"--status {status!r} is not a status; use one of {', '.join(LISTED_STATUSES)}"
             )
     if sort not in SORTS:
         raise UsageError(f"--sort {sort!r}: sort by one of {', '.join(SORTS)}")
     rows = []
-    for summary in await store.list_runs():
+    for summary in await owners.listed(store):
         meta = summary.meta
         if statuses and summary.status not in statuses:
             continue
@@ -106,13 +111,14 @@ async def list_runs(
 
 
 async def latest_resumable(store: CheckpointStore) -> str:
-    """The newest run that can be resumed (crashed or waiting) - never one without records."""
-    summaries: list[RunSummary] = await store.list_runs()
+    """The newest run that can be resumed (crashed, interrupted or waiting) - never one
+    without records."""
+    summaries: list[RunSummary] = await owners.listed(store)
     for summary in summaries:
-        if summary.status in ("crashed", "waiting", "pending") and summary.last_seq > 0:
+        if summary.status in RESUMABLE_STATUSES and summary.last_seq > 0:
             return summary.meta.run_id
     raise RunNotFoundError(
-        "no run can be resumed (none crashed or is waiting); see `resumable runs`",
+        "no run can be resumed (none crashed, was interrupted or is waiting); see `resumable runs`",
         run_id=None,
     )
 
@@ -166,7 +172,7 @@ async def show_run(
     loaded = await coordinator.load(run_id, at=at, loss="report")
     state = loaded.state
     status = state.status
-    for summary in await store.list_runs():
+    for summary in await owners.listed(store):
         if summary.meta.run_id != run_id:
             continue
         if at is None:
@@ -297,7 +303,7 @@ async def collect_garbage(
     cutoff = time.time() - older_than_days * 86400
     deleted: list[str] = []
     pruned = 0
-    for summary in await store.list_runs():
+    for summary in await owners.listed(store):
         meta = summary.meta
         if summary.damaged is not None:
             continue  # `resumable repair` it first: its metadata says nothing to go by

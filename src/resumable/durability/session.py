@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import secrets
-import socket
 import time
 import warnings
 from collections.abc import Awaitable, Callable, Mapping
@@ -19,14 +17,16 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from resumable.config import Config, DurabilitySettings
-from resumable.durability import control, hashseed, nondeterminism
+from resumable.durability import control, hashseed, interrupts, nondeterminism, owners
 from resumable.durability.checkpoints import CheckpointManager, CheckpointPolicy, load_hook
 from resumable.durability.crypto import Cipher
+from resumable.durability.owners import owner_name as owner_name
 from resumable.durability.records import Record, RecordCodec
 from resumable.durability.recovery import LoadedRun, RecoveryCoordinator
 from resumable.durability.snapshot import Snapshotter
 from resumable.durability.state import FrameState, RunState
 from resumable.durability.stopping import crash_after_from_env
+from resumable.durability.store_faults import store_failed
 from resumable.errors import (
     ConfigError,
     DecryptionError,
@@ -45,10 +45,6 @@ from resumable.store.common import check_run_id
 def new_run_id() -> str:
     """Sortable by creation time, unique enough for many machines."""
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
-
-
-def owner_name() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def store_for(settings: DurabilitySettings, config: Config) -> CheckpointStore:
@@ -113,6 +109,8 @@ class RunSession:
     hash_mismatch: str | None = None
     """Why set order may differ in this process from the run's (``attach(hash_warning=False)``
     keeps it here for the caller, who knows whether the run's state holds such a set)."""
+    interrupted: str | None = None
+    """Why this process stopped the run in order (a signal, its store): listed so."""
 
     @property
     def run_id(self) -> str:
@@ -165,6 +163,7 @@ class RunSession:
             manager = CheckpointManager(
                 store, codec, lease, RunState(), policy=policy, crash_after=crash_after
             )
+            manager.lease_seconds = settings.lease_seconds
             session = cls(store, codec, lease, manager, _snapshotter(settings), meta, [], False)
             await manager.write("run", "main", first)
         except Exception:
@@ -217,7 +216,7 @@ class RunSession:
                 _check_started(run_id, first)
                 coordinator.check_record_limit(first)
                 skipped = first.problems
-                lease = await store.acquire(run_id, owner_name(), settings.lease_seconds)
+                lease = await owners.acquire(store, run_id, settings.lease_seconds)
             loaded = await coordinator.load(run_id, loss=loss)
             _check_started(run_id, loaded)
         except (RecordError, IntegrityError, DecryptionError, UsageError):
@@ -247,6 +246,7 @@ class RunSession:
             crash_after=crash_after,
             replay_until=loaded.state.last_event_seq,
         )
+        manager.lease_seconds = settings.lease_seconds
         meta = replace(
             meta,
             status="running",
@@ -254,7 +254,12 @@ class RunSession:
             owner=lease.owner,
             extra=control.begin_attempt(meta.extra, seq=loaded.state.seq),
         )
-        await store.put_meta(meta)
+        try:
+            await store.put_meta(meta)
+        except StoreError as error:  # a store still full or read-only: nothing ran
+            with contextlib.suppress(ResumableError):
+                await store.release(lease)
+            raise store_failed(run_id, error) from error
         session = cls(
             store,
             codec,
@@ -272,6 +277,7 @@ class RunSession:
 
     def start_heartbeat(self, ttl: float) -> None:
         """Keep a lease that expires renewed (stores with OS locks need none); watch for cancel."""
+        interrupts.track(self)
         self.watcher = asyncio.create_task(
             control.watch_for_cancel(self), name=f"cancel watch {self.run_id}"
         )
@@ -285,8 +291,10 @@ class RunSession:
                 lease = await self.store.renew(self.lease, ttl)
             except FencedError:
                 return  # the next append is refused with the same error
-            except StoreError:
-                continue  # a passing outage: try again; the lease has some time left
+            except StoreError as exc:  # a passing outage: try again; the lease has some time
+                self.manager.renewal_failed = exc  # left (if not, the run stops: see settle)
+                continue
+            self.manager.renewal_failed = None
             self.lease = self.manager.lease = lease
 
     async def restore_frame(self, frame: FrameState, into: dict[str, Any]) -> None:
@@ -321,10 +329,9 @@ class RunSession:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
         try:
-            await self.manager.flush()
-            await control.settle(self)
+            await control.let_go(self)
         finally:
-            await self.store.release(self.lease)
+            interrupts.untrack(self)
 
 
 def _check_started(run_id: str, loaded: LoadedRun) -> None:

@@ -18,7 +18,8 @@ What ends a run's task, and what the worker does with the run:
 - the worker is stopping (SIGTERM): the current await finishes and is made durable,
   then :class:`StopRequested` unwinds the run; released, still ``running``, so another
   worker claims it at once;
-- fenced: another worker owns the run now; left alone;
+- fenced (or its lease ran out while the worker was paused): another worker owns the run
+  now; left alone, and nothing more of it runs here;
 - the program cannot go on (non-determinism): marked ``failed``;
 - anything else (store outage, wrong keys, a bug): the run is parked - its lease is
   left to lapse - so any worker retries it once per ``lease_seconds``, not in a loop.
@@ -36,7 +37,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from resumable.config import Config
-from resumable.durability import control, hashseed
+from resumable.durability import control, hashseed, interrupts
 from resumable.durability.session import (
     RunOutcome,
     RunSession,
@@ -45,6 +46,7 @@ from resumable.durability.session import (
     store_for,
 )
 from resumable.durability.stopping import StopRequested
+from resumable.durability.store_faults import StoreFailed
 from resumable.errors import FencedError, ResumableError, StoreError, UsageError
 from resumable.fleet.handoff import ChildRun
 from resumable.fleet.migrate import MIGRATING
@@ -257,6 +259,12 @@ class Worker:
         except FencedError as err:
             await self._drop(session)
             self._note("fenced", run_id, f"{err.message}; dropped it")
+        except StoreFailed as failed:  # the program never saw it (see store_faults)
+            if failed.kind == "fenced":
+                await self._drop(session)
+                self._note("fenced", run_id, f"{failed.reason}; dropped it")
+            else:
+                await self._park(run_id, session, failed.reason)
         except asyncio.CancelledError:
             with contextlib.suppress(Exception):
                 await asyncio.shield(self._close(session))
@@ -322,6 +330,8 @@ class Worker:
 
     async def _drop(self, session: RunSession | None) -> None:
         """Stop renewing a lease that is no longer ours; write nothing, release nothing."""
+        if session is not None:
+            interrupts.untrack(session)
         if session is not None and session.heartbeat is not None:
             session.heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):

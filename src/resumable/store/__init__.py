@@ -37,6 +37,7 @@ __all__ = [
     "StoredRecord",
     "check_seqs",
     "open_store",
+    "to_read",
 ]
 
 _BACKENDS = {
@@ -89,4 +90,14 @@ def open_store(kind: str, *, path: str = "", url: str = "", sync: str = "fsync")
             key="durability.store",
         ) from None
     store: CheckpointStore = backend.from_url(target, sync=sync)
+    return store
+
+
+def to_read(store: CheckpointStore) -> CheckpointStore:
+    """``store`` (not open yet) for commands that only read (``runs``, ``show``, ``steps``,
+    ``ui``): it then writes nothing - the folder and SQLite stores open on read-only media,
+    PostgreSQL makes or upgrades no schema - and makes no MAC key; a store that does not
+    exist is a UsageError naming its path (or schema), never created."""
+    if hasattr(store, "read_only"):
+        store.read_only = True
     return store

@@ -24,6 +24,16 @@ RunStatus = Literal["pending", "running", "waiting", "completed", "failed", "can
 
 STATUSES: tuple[str, ...] = ("pending", "running", "waiting", "completed", "failed", "cancelled")
 
+INTERRUPTED = "interrupted"
+"""The key in ``RunMeta.extra`` of a run stopped in order while running (a stop signal, a
+failing store): listed ``interrupted`` instead of ``crashed``, with the reason."""
+
+LISTED_STATUSES: tuple[str, ...] = (*STATUSES, "crashed", INTERRUPTED)
+"""Every status ``runs`` lists: the stored ones, and two kinds of ``running`` with no owner."""
+
+RESUMABLE_STATUSES: tuple[str, ...] = ("crashed", INTERRUPTED, "waiting", "pending")
+"""The statuses of a run ``resume`` (or ``--latest``) continues."""
+
 
 @dataclass(frozen=True, slots=True)
 class StoredRecord:
@@ -120,7 +130,7 @@ class RunSummary:
         if self.damaged is not None:
             return "damaged"
         if self.meta.status == "running" and not self.live:
-            return "crashed"
+            return INTERRUPTED if self.meta.extra.get(INTERRUPTED) else "crashed"
         return self.meta.status
 
 

@@ -216,6 +216,7 @@ def busy(run_id: str, holder: str, epoch: int) -> RunBusyError:
         "wait for it to finish or for its lease to expire",
         run_id=run_id,
         owner=holder,
+        epoch=epoch,
     )
 
 

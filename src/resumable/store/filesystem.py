@@ -61,6 +61,9 @@ _T = TypeVar("_T")
 class FileStore(RunFolders, ClosedOnExit):
     """Runs as folders on a local filesystem; ownership through ``flock``."""
 
+    read_only = False
+    """Opened only to be read: nothing is created or written (see ``open_store``)."""
+
     def __init__(self, root: Path | str, *, sync: Literal["fsync", "flush"] = "fsync") -> None:
         if sync not in ("fsync", "flush"):
             raise ConfigError(
@@ -83,7 +86,16 @@ class FileStore(RunFolders, ClosedOnExit):
         return cls(Path(path), sync=sync)
 
     async def __aenter__(self) -> Self:
-        await self._io(self._ensure_root)
+        if not self.read_only:
+            await self._io(self._ensure_root)
+        elif not self._runs.is_dir():
+            raise UsageError(
+                f"no checkpoint store at {self.root} (no runs/ folder in it); check "
+                "[durability] path or --config",
+                path=str(self.root),
+            )
+        else:
+            self._ready = True  # it exists; nothing is created or probed
         return self
 
     async def aclose(self) -> None:

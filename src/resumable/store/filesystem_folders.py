@@ -16,6 +16,7 @@ import re
 import secrets
 import shutil
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -99,8 +100,10 @@ class RunFolders:
 
     # -- blocking work, run in a thread ----------------------------------------------
     def _load_key(self) -> bytes:
-        self._ensure_root()
         path = self.root / "key"
+        if getattr(self, "read_only", False) and not path.exists():
+            return os.urandom(32)  # no key, so no run written: nothing will be verified
+        self._ensure_root()
         if not path.exists():
             tmp = self.root / f".key-{secrets.token_hex(4)}"
             write_new(tmp, os.urandom(32), fsync=True)
@@ -111,6 +114,7 @@ class RunFolders:
             finally:
                 tmp.unlink()
             fsync_dir(self.root)
+        self._check_private(path)
         key = path.read_bytes()
         if len(key) != 32:
             raise StoreError(
@@ -119,6 +123,33 @@ class RunFolders:
                 path=str(path),
             )
         return key
+
+    def _check_private(self, key: Path) -> None:
+        """Whoever can read the key and write the store can forge records that resume
+        unpickles: a key others can read, or a store folder anyone can write, is refused
+        for writing (and said when only reading)."""
+        problems = []
+        mode = key.stat().st_mode & 0o777
+        if mode & 0o077:
+            problems.append(
+                f"its MAC key {key} can be read by other users (mode {mode:o}): chmod 600 {key}"
+            )
+        for folder in (self.root, self._runs):
+            mode = folder.stat().st_mode & 0o7777
+            if mode & 0o002 and not (folder == self.root and mode & 0o1000):  # sticky: /tmp
+                problems.append(
+                    f"its folder {folder} can be written by anyone (mode {mode:o}): "
+                    f"chmod 700 {folder}"
+                )
+        if not problems:
+            return
+        message = f"checkpoint store {self.root} is not private: {'; '.join(problems)}"
+        if getattr(self, "read_only", False):
+            warnings.warn(message, RuntimeWarning, stacklevel=2)
+            return
+        raise UsageError(
+            f"{message} (another local user could forge its records)", path=str(self.root)
+        )
 
     def _create_run(self, meta: RunMeta) -> None:
         self._ensure_root()

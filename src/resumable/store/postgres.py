@@ -28,7 +28,7 @@ import secrets
 from dataclasses import replace
 from typing import Any, Self
 
-from resumable.errors import StoreError
+from resumable.errors import StoreError, UsageError
 from resumable.store.base import RunMeta, RunSummary
 from resumable.store.common import (
     ClosedOnExit,
@@ -62,11 +62,21 @@ class PostgresStore(PostgresLog, PostgresSnapshots, PostgresOwnership, ClosedOnE
         return cls(take_option(url, "schema", options), sync=sync, **options)
 
     # -- lifecycle ------------------------------------------------------------
+    read_only = False
+    """Opened only to be read: no schema made or upgraded, no key made (see ``to_read``)."""
+
     async def __aenter__(self) -> Self:
         self._pool = await self._connect()
         try:
             async with self._pool.acquire() as conn:
-                await self._migrate(conn)
+                if not self.read_only:
+                    await self._migrate(conn)
+                elif await conn.fetchval("SELECT to_regclass($1)", f"{self._s}.runs") is None:
+                    raise UsageError(
+                        f"no resumable store in schema {self.schema!r} of {self.url}; check "
+                        "[durability] url",
+                        url=self.url,
+                    )
         except BaseException:
             await self._pool.close()
             self._pool = None
@@ -83,6 +93,9 @@ class PostgresStore(PostgresLog, PostgresSnapshots, PostgresOwnership, ClosedOnE
     # -- key ------------------------------------------------------------------
     async def mac_key(self) -> bytes:
         async with self._conn("reading the MAC key") as conn:
+            if self.read_only:
+                key = await conn.fetchval(f"SELECT key FROM {self._s}.mac_key")
+                return bytes(key) if key is not None else secrets.token_bytes(32)
             await conn.execute(
                 f"INSERT INTO {self._s}.mac_key (key) VALUES ($1) ON CONFLICT DO NOTHING",
                 secrets.token_bytes(32),

@@ -54,8 +54,13 @@ class RedisStore(RedisConnection):
     """Runs in Redis keys under a prefix; appends and leases fenced by Lua scripts."""
 
     # -- key ------------------------------------------------------------------
+    read_only = False
+    """Opened only to be read: no key made (see ``to_read``)."""
+
     async def mac_key(self) -> bytes:
         key = f"{self.prefix}:mac_key"
+        if self.read_only:  # no key: no run was written to verify
+            return bytes(await self._call("get", key) or secrets.token_bytes(32))
         await self._call("set", key, secrets.token_bytes(32), nx=True)
         value = await self._call("get", key)
         return bytes(value)

@@ -17,8 +17,15 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote
 
-from resumable.errors import ResumableError, SchemaVersionError, StoreError, StoreUnavailableError
+from resumable.errors import (
+    ResumableError,
+    SchemaVersionError,
+    StoreError,
+    StoreUnavailableError,
+    UsageError,
+)
 from resumable.store.common import not_found
 from resumable.store.heads import read_head
 
@@ -80,7 +87,13 @@ class SQLiteConnection:
     _executor: ThreadPoolExecutor | None
     _mac_key: bytes | None
 
+    read_only = False
+    """Opened only to be read (``mode=ro``): no schema, no WAL switch, no key made."""
+
     def _open(self) -> None:
+        if self.read_only:
+            self._open_to_read()
+            return
         try:
             self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             self.heads.mkdir(mode=0o700, exist_ok=True)
@@ -118,6 +131,47 @@ class SQLiteConnection:
                 for statement in filter(str.strip, _SCHEMA.split(";")):
                     db.execute(statement)
                 db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+    def _open_to_read(self) -> None:
+        if not self.path.is_file():
+            raise UsageError(
+                f"no SQLite store at {self.path}; check [durability] path or --config",
+                path=str(self.path),
+            )
+        # With no write-ahead log, nothing is pending: a connection that writes nothing
+        # removes the log files it opens when it closes, leaving the folder as it was (a
+        # read-only one would leave them behind); else, or on read-only media, mode=ro.
+        wal = self.path.with_name(self.path.name + "-wal")
+        writable = os.access(self.path, os.W_OK) and os.access(self.path.parent, os.W_OK)
+        mode = "rw" if writable and not wal.exists() else "ro"
+        try:
+            uri = f"file:{quote(str(self.path))}?mode={mode}"
+            conn = sqlite3.connect(
+                uri,
+                uri=True,
+                timeout=self.busy_timeout,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+        except sqlite3.Error as err:
+            raise StoreUnavailableError(
+                f"cannot read the SQLite store {self.path}: {err}", path=str(self.path)
+            ) from err
+        self._conn = conn
+        if version > SCHEMA_VERSION:
+            raise SchemaVersionError(
+                f"the SQLite store {self.path} has schema version {version}, written by a "
+                f"newer resumable (this one knows {SCHEMA_VERSION}); upgrade resumable",
+                path=str(self.path),
+                version=version,
+            )
+        if version == 0:
+            raise UsageError(
+                f"{self.path} is not a resumable SQLite store (it has no runs table); check "
+                "[durability] path",
+                path=str(self.path),
+            )
 
     def _close(self) -> None:
         if self._conn is not None:
@@ -168,6 +222,13 @@ class SQLiteConnection:
         return self._mac_key
 
     def _load_mac_key(self) -> bytes:
+        if self.read_only:
+            row = (
+                self._connection()
+                .execute("SELECT value FROM settings WHERE name='mac_key'")
+                .fetchone()
+            )
+            return bytes(row[0]) if row else os.urandom(32)  # no key: no run to verify
         with self._transaction() as db:
             db.execute(
                 "INSERT OR IGNORE INTO settings (name, value) VALUES ('mac_key', ?)",

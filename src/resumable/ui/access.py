@@ -22,7 +22,7 @@ from resumable.errors import UsageError
 
 
 def is_loopback(host: str) -> bool:
-    if host == "localhost":
+    if _name(host) == "localhost":
         return True
     try:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
@@ -68,17 +68,36 @@ def host_name(scope: Scope) -> str | None:
     return None
 
 
+def _name(host: str) -> str:
+    """A host name as DNS compares it: any case, with or without the root's dot."""
+    return host.strip().lower().removesuffix(".")
+
+
+def answered_names(hosts: tuple[str, ...]) -> frozenset[str]:
+    """The ``Host`` names answered when listening on ``hosts``: those, and ``localhost``
+    beside a loopback address (both loopback addresses for ``localhost`` itself)."""
+    names = {_name(h).strip("[]") for h in hosts} or {"127.0.0.1", "::1"}
+    if any(is_loopback(h) for h in names):
+        names.add("localhost")
+    if "localhost" in {_name(h) for h in hosts}:
+        names |= {"127.0.0.1", "::1"}
+    return frozenset(names)
+
+
 class HostGuard:
-    """ASGI middleware: 400 for a request addressed to a name that is not this machine's."""
+    """ASGI middleware: 400 for a request addressed to a name that is not this machine's.
+
+    Exactly the names it listens on are answered, in any case (see :func:`answered_names`).
+    """
 
     def __init__(self, app: ASGIApp, hosts: tuple[str, ...] = ()) -> None:
         self.app = app
-        self._hosts = frozenset(h.lower() for h in hosts)
+        self._hosts = answered_names(hosts)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             host = host_name(scope)
-            if host is not None and not (is_loopback(host) or host.lower() in self._hosts):
+            if host is not None and _name(host) not in self._hosts:
                 response = PlainTextResponse(
                     f"400: this inspector answers requests to 127.0.0.1 or localhost only, "
                     f"not to {host!r}\n",

@@ -35,12 +35,12 @@ from resumable.errors import (
     RunNotFoundError,
     UsageError,
 )
-from resumable.store.base import STATUSES
+from resumable.store.base import LISTED_STATUSES
 from resumable.ui.access import Hardened, HostGuard, TokenGuard, request_token
 from resumable.ui.source import RunSource
 from resumable.ui.timeline import read_timeline
 
-LIST_STATUSES = (*STATUSES, "crashed")
+LIST_STATUSES = LISTED_STATUSES
 TIMELINE_LIMIT = 1000
 """Records shown on a run's timeline (the newest); the count says how many there are."""
 

@@ -15,6 +15,7 @@ from resumable.config import Config
 from resumable.durability.records import RecordCodec
 from resumable.durability.session import codec_for, store_for
 from resumable.errors import StoreError
+from resumable.store import to_read
 from resumable.store.base import CheckpointStore
 
 
@@ -42,7 +43,7 @@ class RunSource:
             if self._store is None:
                 stack = AsyncExitStack()
                 try:
-                    unopened = store_for(self.config.durability, self.config)
+                    unopened = to_read(store_for(self.config.durability, self.config))
                     self._store = await stack.enter_async_context(unopened)
                 except BaseException:
                     await stack.aclose()

@@ -28,6 +28,7 @@ from resumable.durability import hashseed
 from resumable.durability.embedded.journal import HostJournal
 from resumable.durability.embedded.llm import DurableLLM, DurableStream
 from resumable.durability.embedded.loop import LoopThread
+from resumable.durability.owners import dead_here, owner_name
 from resumable.durability.recovery import RecoveryCoordinator
 from resumable.durability.session import (
     RunOutcome,
@@ -38,7 +39,7 @@ from resumable.durability.session import (
 )
 from resumable.durability.snapshot import Snapshotter
 from resumable.durability.state import FrameState, RunState
-from resumable.errors import RunNotFoundError, UsageError
+from resumable.errors import RunBusyError, RunNotFoundError, UsageError
 from resumable.store.base import CheckpointStore, RunMeta
 from resumable.store.urls import parse_store_url
 
@@ -146,7 +147,11 @@ class DurableRun:
         if meta is None:
             first = {"program": self.program, "kind": KIND, "source": ""}
             new = RunMeta(self.run_id, program=self.program, kind=KIND)
-            self.session = await RunSession.create(store, self.config, new, first, env=self.env)
+            try:
+                self.session = await RunSession.create(store, self.config, new, first, env=self.env)
+            except UsageError:
+                await self._refuse_if_opened_meanwhile(store)
+                raise
             self.state = self.session.state
             return
         if meta.kind != KIND or meta.program != self.program:
@@ -161,16 +166,38 @@ class DurableRun:
             self.state = (await RecoveryCoordinator(store, codec).load(self.run_id)).state
             await self._preload(lambda d: store.get_blob(self.run_id, d), codec.open_blob)
             return
-        # Warned about only if the restored state holds a set the seed orders (see restore).
-        session = await RunSession.attach(
-            store, self.config, self.run_id, env=self.env, hash_warning=False
-        )
+        try:
+            # Warned about only if the restored state holds a set the seed orders (see restore).
+            session = await RunSession.attach(
+                store, self.config, self.run_id, env=self.env, hash_warning=False
+            )
+        except UsageError:
+            await self._refuse_if_opened_meanwhile(store, meta)
+            raise
         self.session, self.state = session, session.state
         if session.state.status in ("completed", "failed"):  # only the meta missed it
             await session.set_status(session.state.status, session.state.detail)  # type: ignore[arg-type]
         for frame in list(session.state.frames.values()):
             if frame.frame_id.startswith("host:"):
                 await session.restore_frame(frame, {})
+
+    async def _refuse_if_opened_meanwhile(
+        self, store: CheckpointStore, meta: RunMeta | None = None
+    ) -> None:
+        """Two processes opening one new id at once: the one that did not create the run
+        is told it is busy (RunBusyError), never that it exists or has no records."""
+        try:
+            meta = await store.get_meta(self.run_id) if meta is None else meta
+        except RunNotFoundError:
+            return
+        live = meta.owner and meta.owner != owner_name() and not dead_here(meta.owner)
+        if live and meta.status in ("waiting", "running"):
+            raise RunBusyError(
+                f"run {self.run_id} is being opened by {meta.owner}; open it again once that "
+                "process is done with it",
+                run_id=self.run_id,
+                owner=meta.owner,
+            ) from None
 
     async def _preload(self, get: Any, open_blob: Callable[[str, str, bytes], bytes]) -> None:
         for frame in self.state.frames.values():
