@@ -1,32 +1,21 @@
 """CheckpointManager: every record of a run goes through here on its way to the store.
 
-It numbers records, seals them (MAC, optional compression and encryption), appends
-them under the run's lease, folds them into the live :class:`RunState` and, every
-``snapshot_every`` records, writes that state as a snapshot and prunes what the
-``keep`` newest snapshots make unnecessary. Before a record is made durable the
-program's stdout/stderr are flushed, so what a record says was printed was printed; output
-held back for a record is printed as soon as the record is written to the store (a killed
-process leaves it there), not after its fsync: only a power loss can take such a record
-back, and then the resume prints that output again.
+It numbers records, seals them (MAC, optional compression and encryption), appends them
+under the run's lease, folds them into the live :class:`RunState` and writes snapshots
+every ``snapshot_every`` records, pruned to the ``keep`` newest. The program's output is
+flushed before a record is made durable; output held for a record is printed once the
+record is written (a killed process leaves it there), not after its fsync: only a power
+loss can take the record back, and then the resume prints that output again.
 
-Policy: with ``every = 1`` (the default) an await is not finished until its record
-is durable - except the await a statement ends with (``r = await tool(x)``), whose record
-is made durable together with the statement's boundary record: nothing of the program
-runs in between, so one fsync covers both. That fsync may run on while the next statement
-starts; the first barrier (:meth:`CheckpointManager.settle`) waits for it. With ``every =
-N`` await records are buffered and made durable N at a time (or after
-``interval_seconds``, or before any other record): the awaits of an unflushed batch run
-again after a crash. ``RESUMABLE_CRASH_AFTER=N`` kills the
-process with SIGKILL right after its N-th record is durable (tests and demos); an await
-record it lands on is not held for its statement's boundary record, so the kill comes
-exactly there.
-
-Graceful stop: once ``stop_requested`` is set, the next await record is made durable
-at once and :class:`StopRequested` is raised right after it, so the run unwinds with
-nothing of it lost and a resume goes on from that await.
-
-A store that fails stops the run with ``StoreFailed`` (see ``store_faults``), raised again
-at every later write and before every effect, as it is once a lease ran out.
+Policy: with ``every = 1`` an await is finished once its record is durable, except the
+await a statement ends with (``r = await tool(x)``): its record goes with the statement's
+boundary in one append, whose fsync may run on until the next barrier (:meth:`settle`).
+With ``every = N`` await records are made durable N at a time (or after
+``interval_seconds``): the awaits of an unflushed batch run again after a crash.
+``RESUMABLE_CRASH_AFTER=N`` kills the process right after its N-th durable record.
+Once ``stop_requested`` is set, the next await record is made durable and
+:class:`StopRequested` raised after it. A failing store stops the run with
+``StoreFailed`` (see ``store_faults``), raised again at every later write and effect.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """RunSession: a run opened for writing - its store, codec, lease, manager and state.
 
-Creating a run and attaching to an existing one share everything but the first
-record, so both live here; what runs inside a session (a script, a playbook) lives
-in its own module.
+Creating a run and attaching to one share everything but the first record, so both live
+here; what runs inside a session (a script, a playbook) lives in its own module.
 """
 
 from __future__ import annotations
@@ -107,8 +106,7 @@ class RunSession:
     """Set once the run was cancelled while this process drove it (see ``control.py``)."""
     watcher: asyncio.Task[None] | None = None
     hash_mismatch: str | None = None
-    """Why set order may differ in this process from the run's (``attach(hash_warning=False)``
-    keeps it here for the caller, who knows whether the run's state holds such a set)."""
+    """Why set order may differ from the run's, kept by ``attach(hash_warning=False)``."""
     interrupted: str | None = None
     """Why this process stopped the run in order (a signal, its store): listed so."""
 
@@ -374,22 +372,16 @@ _DRIVERS: dict[str, Driver] = {}
 
 
 def register_driver(kind: str, driver: Driver) -> None:
-    """Make ``resume`` able to continue runs of ``kind`` (the ``kind`` of their ``run`` record).
-
-    Drivers (the script runner, the playbook runtime, integrations) register themselves when
-    they are imported, so this layer never imports the layers above it.
-    """
+    """Make ``resume`` continue runs of ``kind``; each driver registers itself on import, so
+    this layer never imports the layers above it."""
     _DRIVERS[kind] = driver
 
 
 async def resume_session(
     session: RunSession, config: Config, *, env: Mapping[str, str], **options: Any
 ) -> RunOutcome:
-    """Drive an attached run with the driver registered for its kind.
-
-    A replay that leaves the recorded path fails the run: going on would act on a
-    history the log never saw.
-    """
+    """Drive an attached run with its kind's driver; a replay that leaves the recorded path
+    fails the run (going on would act on a history the log never saw)."""
     from resumable.durability.divergence import ReplayDiverged
 
     kind = session.state.kind
