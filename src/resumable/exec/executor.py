@@ -68,6 +68,9 @@ class StreamingPythonExecutor:
         self.namespace.setdefault("__builtins__", __builtins__)
         self.namespace.setdefault("__name__", "__main__")
         self.namespace[HOOK_NAME] = hook if hook is not None else DirectHook()
+        self._mark_entries = callable(getattr(self.namespace[HOOK_NAME], "entered", None))
+        """Functions the program defines say when they start (a hook without ``entered``
+        gets the plain rewrite)."""
         self.observer = observer
         self.filename = filename
         self._stream: list[str] = []
@@ -180,7 +183,9 @@ class StreamingPythonExecutor:
             tree = ast.Module(body=statement.tree, type_ignores=[])
         else:
             tree = ast.parse(statement.source, self.filename, "exec")
-        tree = rewrite_statement(tree, index, line_offset=statement.line - 1)
+        tree = rewrite_statement(
+            tree, index, line_offset=statement.line - 1, mark_entries=self._mark_entries
+        )
         register_program_file(self.filename)
         return compile(tree, self.filename, "exec", flags=_FLAGS, dont_inherit=True)
 

@@ -1,0 +1,101 @@
+"""A foreign await in flight: the scope in which a library may call the program back.
+
+While a foreign await runs, its task runs library code under the await's own scope cursor
+(``KEY^``, :mod:`resumable.durability.tasks`), so program code the library calls journals
+its awaits and steps under keys of its own, and a fresh :data:`program_ran` flag says
+whether any program code ran before the await ended. A step runs with no cursor: its body
+is the step. So does ``asyncio.to_thread``: a function run on another thread is the
+blocking work the await stands for, journaled as one (steps and awaits journal on the
+event loop's thread only).
+
+An ``__aenter__`` that returns its own manager (``AsyncExitStack``, most clients) is made
+again on replay too: its result is the object the program goes on using, and a copy
+unpickled from the log would not be the one whose ``__aexit__`` runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from collections.abc import Mapping
+from typing import Any, Final
+
+from resumable.durability.keys import in_flight
+from resumable.durability.order import ReplayOrder
+from resumable.durability.state import AwaitEntry
+from resumable.durability.tasks import Key, TaskCursor, reset_cursor, set_cursor
+from resumable.exec.hooks import program_ran
+
+__all__ = ["RUN_AGAIN", "TRANSPARENT", "ForeignScope", "drop_scope", "has_scopes"]
+
+TRANSPARENT = "t"
+"""The outcome of a foreign await during which program code ran: replay runs it again."""
+
+RUN_AGAIN = frozenset({"x", TRANSPARENT})
+"""Outcomes replay does not answer: the await runs again (not picklable, transparent)."""
+
+
+_TO_THREAD: Final = asyncio.to_thread.__code__
+
+
+class ForeignScope:
+    """Set around the ``await`` of a foreign ``awaitable`` (None: a step's body) until closed."""
+
+    __slots__ = ("_cursor", "_flight", "_manager", "_watch", "ran")
+
+    def __init__(self, cursor: TaskCursor, key: Key, full_key: str, awaitable: object) -> None:
+        self.ran = [False]
+        """Set by the first program function that starts while the await is in flight."""
+        self._flight = in_flight.set(full_key)
+        self._watch: contextvars.Token[list[bool]] | None = None
+        self._manager = _entered_manager(awaitable)
+        if awaitable is None or getattr(awaitable, "cr_code", None) is _TO_THREAD:
+            self._cursor = set_cursor(None)
+        else:
+            self._watch = program_ran.set(self.ran)
+            self._cursor = set_cursor(cursor.scope(key))
+
+    def outcome(self, journaled: str, value: object) -> str:
+        """The await's outcome: ``journaled`` (``v``, ``e``), or transparent if program code
+        ran, or if it entered a manager that returned itself (``value``)."""
+        manager = self._manager
+        if self.ran[0] or (manager is not None and value is manager):
+            return TRANSPARENT
+        return journaled
+
+    def close(self) -> None:
+        reset_cursor(self._cursor)
+        if self._watch is not None:
+            program_ran.reset(self._watch)
+        in_flight.reset(self._flight)
+
+
+def _entered_manager(awaitable: object) -> object:
+    """The manager whose ``async def __aenter__`` ``awaitable`` runs (not yet started)."""
+    code = getattr(awaitable, "cr_code", None)
+    if code is None or code.co_name != "__aenter__":
+        return None
+    frame = awaitable.cr_frame  # type: ignore[attr-defined]
+    return None if frame is None else frame.f_locals.get("self")
+
+
+def has_scopes(journals: Mapping[Any, Mapping[Any, AwaitEntry]]) -> bool:
+    """Whether any record of ``journals`` was made inside a foreign await."""
+    return any(isinstance(key, str) and "^" in key for j in journals.values() for key in j)
+
+
+def drop_scope(
+    scoped: bool, replay: dict[Any, AwaitEntry] | None, key: Key, order: ReplayOrder | None
+) -> None:
+    """The await at ``key`` is answered from the log: records made under its scope after it
+    had completed (by a task the library left behind) are not reached on replay.
+
+    ``scoped``: whether the log holds any record made in a scope (else nothing to look for).
+    """
+    if not (scoped and replay):
+        return
+    prefix = f"{key}^"
+    for inner in [k for k in replay if isinstance(k, str) and k.startswith(prefix)]:
+        dropped = replay.pop(inner)
+        if order is not None and dropped.outcome not in RUN_AGAIN:
+            order.drop(dropped.seq)
