@@ -30,6 +30,7 @@ from collections.abc import (
 )
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from resumable.durability import scopes
 from resumable.durability.boundaries import Boundaries
 from resumable.durability.divergence import site_changed, site_missed
 from resumable.durability.fast_forward import journaled_iterator
@@ -38,7 +39,6 @@ from resumable.durability.generations import Generations
 from resumable.durability.interleaving import Interleaving
 from resumable.durability.order import ReplayOrder
 from resumable.durability.recording import NEW_MODEL, discard, legacy_leaves, record_value
-from resumable.durability.scopes import RUN_AGAIN, ForeignScope, drop_scope, has_scopes
 from resumable.durability.state import AwaitEntry, Position
 from resumable.durability.tail import ends_statement, tail_await_site
 from resumable.durability.tasks import (
@@ -95,7 +95,7 @@ class FrameRecorder(HookBase):
         self._replay = {at: legacy_leaves(dict(j)) for at, j in (replay or {}).items()}
         """Journals of the statements replay runs again: the one in progress, and those of
         the replay window when a task outlived its own statement."""
-        self._scoped = has_scopes(self._replay)  # records made inside foreign awaits
+        self._scoped = scopes.has_scopes(self._replay)  # records made inside foreign awaits
         self._order = order
         """The run's replay order: every journaled result released as it arrived before."""
         self._interleaving = Interleaving(manager, frame_id, order, marks)
@@ -164,7 +164,7 @@ class FrameRecorder(HookBase):
                 self._order.drop(entry.seq)
             return self._answer(entry)  # type: ignore[no-any-return]
         self.manager.settle()  # a step is an effect: the boundary before it must be durable
-        scope = ForeignScope(cursor, key, self._key_of(cursor, key), None)
+        scope = scopes.Scope(cursor, key, self._key_of(cursor, key), None)
         try:
             value = thunk()
         except Exception as exc:
@@ -200,7 +200,7 @@ class FrameRecorder(HookBase):
         position = (self.turn, index)
         self._live = True
         self._generations.begin(self._generation, position, self._replay.pop(position, {}))
-        set_cursor(TaskCursor(self, self._generation))
+        scopes.start_statement(TaskCursor(self, self._generation))
 
     def statement_aborted(self, statement: Statement, index: int) -> None:
         """A control signal (stop, divergence, end of program) ended the statement."""
@@ -248,7 +248,7 @@ class FrameRecorder(HookBase):
         if cursor is None or not replay:
             return False
         entry = replay.get(cursor.peek())
-        return entry is not None and entry.outcome not in RUN_AGAIN
+        return entry is not None and entry.outcome not in scopes.RUN_AGAIN
 
     def aiter(self, site: str, iterable: AsyncIterable[T]) -> AsyncIterator[T]:
         return journaled_iterator(self, site, iterable)
@@ -278,7 +278,6 @@ class FrameRecorder(HookBase):
         )
         if entry is not None and not rerun:
             discard(awaitable)
-            drop_scope(self._scoped, self._generations.replay(cursor.statement), key, self._order)
             if self._order is not None:
                 await self._order.turn(entry.seq, entry.yielded)
             if self._on_answer is not None:
@@ -294,7 +293,7 @@ class FrameRecorder(HookBase):
             except BaseException:
                 discard(awaitable)  # it never starts
                 raise
-        scope = ForeignScope(cursor, key, self._key_of(cursor, key), None if start else awaitable)
+        scope = scopes.Scope(cursor, key, self._key_of(cursor, key), None if start else awaitable)
         turned = self._interleaving.watch_turns()
         try:
             try:
@@ -329,9 +328,10 @@ class FrameRecorder(HookBase):
             if self._order is not None:
                 self._order.cancel()
             raise site_changed(self.frame_id, self._index, key, site, entry)
-        if entry.outcome in RUN_AGAIN:  # not replayable, or transparent: made again
+        if entry.outcome in scopes.RUN_AGAIN:  # not replayable, or transparent: made again
             self._replayed(entry)
             return None
+        scopes.drop_scope(self._scoped, replay, key, self._order)  # answered: not its scope
         return entry
 
     def _answer(self, entry: AwaitEntry) -> Any:

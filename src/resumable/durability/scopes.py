@@ -26,7 +26,14 @@ from resumable.durability.state import AwaitEntry
 from resumable.durability.tasks import Key, TaskCursor, reset_cursor, set_cursor
 from resumable.exec.hooks import program_ran
 
-__all__ = ["RUN_AGAIN", "TRANSPARENT", "ForeignScope", "drop_scope", "has_scopes"]
+__all__ = [
+    "RUN_AGAIN",
+    "TRANSPARENT",
+    "Scope",
+    "drop_scope",
+    "has_scopes",
+    "start_statement",
+]
 
 TRANSPARENT = "t"
 """The outcome of a foreign await during which program code ran: replay runs it again."""
@@ -38,7 +45,7 @@ RUN_AGAIN = frozenset({"x", TRANSPARENT})
 _TO_THREAD: Final = asyncio.to_thread.__code__
 
 
-class ForeignScope:
+class Scope:
     """Set around the ``await`` of a foreign ``awaitable`` (None: a step's body) until closed."""
 
     __slots__ = ("_cursor", "_flight", "_manager", "_watch", "ran")
@@ -68,6 +75,13 @@ class ForeignScope:
         if self._watch is not None:
             program_ran.reset(self._watch)
         in_flight.reset(self._flight)
+
+
+def start_statement(cursor: TaskCursor) -> None:
+    """A statement starts in the running task: its cursor, and a flag of its own (a playbook
+    frame called from another frame's foreign await runs its own code, not that await's)."""
+    set_cursor(cursor)
+    program_ran.set([False])
 
 
 def _entered_manager(awaitable: object) -> object:
