@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import os
+import sys
 import types
 from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import Any, Protocol, TypeVar
@@ -170,6 +172,17 @@ def _in_argument_order(as_completed: Callable[..., Any]) -> Callable[..., Any]:
     return stable
 
 
+_ASYNCIO_DIR = os.path.dirname(asyncio.__file__) + os.sep
+
+
+def _program_spawns() -> bool:
+    """Whether the code asking asyncio for a task (inside a foreign await) is the program's."""
+    frame = sys._getframe(2)  # the caller of the loop's create_task
+    while frame is not None and frame.f_code.co_filename.startswith(_ASYNCIO_DIR):
+        frame = frame.f_back  # type: ignore[assignment]
+    return frame is not None and is_program_code(frame.f_code)
+
+
 def install_task_keys(loop: asyncio.AbstractEventLoop) -> None:
     """Wrap ``loop.create_task`` so tasks spawned by program code get keys (idempotent)."""
     if not getattr(asyncio.as_completed, "_resumable_keys", False):
@@ -193,11 +206,12 @@ def install_task_keys(loop: asyncio.AbstractEventLoop) -> None:
             return create(coro, name=name, context=context)
         child = cursor.child()
         journal = cursor.journal
-        if child.library and not is_program_code(coro.cr_code):
+        if child.library and not is_program_code(coro.cr_code) and not _program_spawns():
             # a library's own task inside its await: keyed for the program code it calls
             task_context = context if context is not None else contextvars.copy_context()
             task_context.run(_cursor.set, child)
             return create(coro, name=name, context=task_context)
+        child.library = False  # the program's own task, as outside a foreign await
         if name is None:
             name = journal.next_task_name()
         task_context = context if context is not None else contextvars.copy_context()

@@ -40,7 +40,9 @@ class Connection:
 
     async def __aexit__(self, *exc):
         await asyncio.sleep(0)
-        book(f"close {self.name}")
+        # a task the program spawns here is the program's: journaled as one foreign await
+        said = await asyncio.create_task(asyncio.sleep(0, f"bye {self.name}"))
+        book(f"close {self.name}: {said}")
         self.open = False
         closed.append(self.name)
         return False
