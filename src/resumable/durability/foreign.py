@@ -52,21 +52,12 @@ _FOREIGN_IN_COORDINATION: Final = frozenset({"sleep", "to_thread"})
 _CONTEXTLIB: Final = contextlib.__file__
 
 
-async def _generator() -> Any:
-    yield None
-
-
-def _generator_awaitables() -> frozenset[type]:
-    """The types of ``anext(agen)``, ``agen.asend()``/``athrow()``/``aclose()``, ``anext(agen, d)``."""
-    agen = _generator()
-    made = [agen.__anext__(), agen.athrow(ValueError), anext(agen, None)]
-    kinds = frozenset(type(awaitable) for awaitable in made)
-    for awaitable in made:
-        awaitable.close()
-    return kinds
-
-
-_GENERATOR_AWAITABLES: Final = _generator_awaitables()
+_GENERATOR_AWAITABLES: Final = frozenset(
+    {"async_generator_asend", "async_generator_athrow", "anext_awaitable"}
+)
+"""What ``anext(agen)``, ``asend()``, ``athrow()``, ``aclose()``, ``anext(agen, d)`` return
+(builtin types with no public name; made here, an async generator would be finalized by
+the running loop with a task of its own)."""
 
 _transparent: set[types.CodeType] = set()
 
@@ -82,7 +73,7 @@ def is_foreign(awaitable: Any) -> bool:
         return _foreign_code(awaitable)
     if asyncio.isfuture(awaitable):
         return False
-    if type(awaitable) in _GENERATOR_AWAITABLES:
+    if _generator_awaitable(awaitable):
         return not _of_program_generator(awaitable)
     method = getattr(type(awaitable), "__await__", None)
     code = getattr(method, "__code__", None)
@@ -114,6 +105,11 @@ def _of_program_generator(awaitable: Any) -> bool:
         awaitable = referents[0]
         if is_program_generator(awaitable):
             return True
-        if type(awaitable) not in _GENERATOR_AWAITABLES:
+        if not _generator_awaitable(awaitable):
             return False
     return False
+
+
+def _generator_awaitable(awaitable: Any) -> bool:
+    kind = type(awaitable)
+    return kind.__name__ in _GENERATOR_AWAITABLES and kind.__module__ == "builtins"
