@@ -24,7 +24,7 @@ from resumable.durability.keys import in_flight
 from resumable.durability.order import ReplayOrder
 from resumable.durability.state import AwaitEntry
 from resumable.durability.tasks import Key, TaskCursor, reset_cursor, set_cursor
-from resumable.exec.hooks import program_ran
+from resumable.exec.hooks import ProgramRan, RanFlag, program_ran
 
 __all__ = [
     "RUN_AGAIN",
@@ -45,33 +45,44 @@ RUN_AGAIN = frozenset({"x", TRANSPARENT})
 _TO_THREAD: Final = asyncio.to_thread.__code__
 
 
-class Scope:
-    """Set around the ``await`` of a foreign ``awaitable`` (None: a step's body) until closed."""
+class Scope(TaskCursor):
+    """Set around the ``await`` of a foreign ``awaitable`` (None: a step's body) until closed.
 
-    __slots__ = ("_cursor", "_flight", "_manager", "_watch", "ran")
+    The scope is the cursor program code the library calls back journals under (``KEY^``),
+    and what that code marks when it starts (one object: this sits on every foreign await).
+    """
+
+    __slots__ = ("_flight", "_manager", "_token", "_watch", "ran")
 
     def __init__(self, cursor: TaskCursor, key: Key, full_key: str, awaitable: object) -> None:
-        self.ran = [False]
-        """Set by the first program function that starts while the await is in flight."""
+        self.ran = False
         self._flight = in_flight.set(full_key)
-        self._watch: contextvars.Token[list[bool]] | None = None
-        self._manager = _entered_manager(awaitable)
-        if awaitable is None or getattr(awaitable, "cr_code", None) is _TO_THREAD:
-            self._cursor = set_cursor(None)
-        else:
-            self._watch = program_ran.set(self.ran)
-            self._cursor = set_cursor(cursor.scope(key))
+        code = getattr(awaitable, "cr_code", None)
+        entering = code is not None and code.co_name == "__aenter__"
+        self._manager = _entered_manager(awaitable) if entering else None
+        self._watch: contextvars.Token[ProgramRan] | None = None
+        if awaitable is None or code is _TO_THREAD:
+            self._token = set_cursor(None)
+            return
+        # TaskCursor's fields, set here: one call less on the path of every foreign await
+        self.journal = cursor.journal
+        self.statement = cursor.statement
+        self.path = f"{key}^"
+        self.count = self.spawns = 0
+        self.library = True
+        self._watch = program_ran.set(self)
+        self._token = set_cursor(self)
 
     def outcome(self, journaled: str, value: object) -> str:
         """The await's outcome: ``journaled`` (``v``, ``e``), or transparent if program code
         ran, or if it entered a manager that returned itself (``value``)."""
         manager = self._manager
-        if self.ran[0] or (manager is not None and value is manager):
+        if self.ran or (manager is not None and value is manager):
             return TRANSPARENT
         return journaled
 
     def close(self) -> None:
-        reset_cursor(self._cursor)
+        reset_cursor(self._token)
         if self._watch is not None:
             program_ran.reset(self._watch)
         in_flight.reset(self._flight)
@@ -81,14 +92,11 @@ def start_statement(cursor: TaskCursor) -> None:
     """A statement starts in the running task: its cursor, and a flag of its own (a playbook
     frame called from another frame's foreign await runs its own code, not that await's)."""
     set_cursor(cursor)
-    program_ran.set([False])
+    program_ran.set(RanFlag())
 
 
 def _entered_manager(awaitable: object) -> object:
     """The manager whose ``async def __aenter__`` ``awaitable`` runs (not yet started)."""
-    code = getattr(awaitable, "cr_code", None)
-    if code is None or code.co_name != "__aenter__":
-        return None
     frame = awaitable.cr_frame  # type: ignore[attr-defined]
     return None if frame is None else frame.f_locals.get("self")
 

@@ -117,10 +117,6 @@ class TaskCursor:
         path = f"{self.path}.{self.spawns}" if self.path else str(self.spawns)
         return TaskCursor(self.journal, self.statement, path, self.library)
 
-    def scope(self, key: Key) -> TaskCursor:
-        """The cursor of the foreign await taken at ``key``, while it is in flight."""
-        return TaskCursor(self.journal, self.statement, f"{key}^", library=True)
-
 
 _cursor: contextvars.ContextVar[TaskCursor | None] = contextvars.ContextVar(
     "resumable_cursor", default=None

@@ -33,6 +33,8 @@ __all__ = [
     "AwaitHook",
     "DirectHook",
     "HookBase",
+    "ProgramRan",
+    "RanFlag",
     "is_program_code",
     "is_program_generator",
     "program_ran",
@@ -52,13 +54,28 @@ _HEAPTYPE: Final = 1 << 9  # Py_TPFLAGS_HEAPTYPE
 
 _PROGRAM_FILES: set[str] = set()
 
-program_ran: contextvars.ContextVar[list[bool]] = contextvars.ContextVar(
+
+class ProgramRan(Protocol):
+    """What program code marks when it starts running: ``ran`` is set to True."""
+
+    ran: bool
+
+
+class RanFlag:
+    """A :class:`ProgramRan` of its own."""
+
+    __slots__ = ("ran",)
+
+    def __init__(self) -> None:
+        self.ran = False
+
+
+program_ran: contextvars.ContextVar[ProgramRan] = contextvars.ContextVar(
     "resumable_program_ran",
-    default=[False],  # noqa: B039 - written by code outside any foreign await, never read
+    default=RanFlag(),  # noqa: B039 - marked by code outside any foreign await, never read
 )
-"""The flag program code sets when it starts running: a foreign await in flight sets a fresh
-``[False]`` and reads it when the await is done (outside one, the shared default is set and
-never read)."""
+"""A foreign await in flight sets its own :class:`ProgramRan` and reads it when the await is
+done (outside one, the shared default is marked and never read)."""
 
 
 def register_program_file(filename: str) -> None:
@@ -115,7 +132,7 @@ class HookBase(ABC):
 
     def entered(self) -> None:
         """A function the program defined starts running (the rewrite calls this first)."""
-        program_ran.get()[0] = True
+        program_ran.get().ran = True
 
 
 class DirectHook(HookBase):
