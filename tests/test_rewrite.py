@@ -772,6 +772,7 @@ def _hook_calls(tree: ast.AST) -> list[ast.Call]:
         and isinstance(node.func, ast.Attribute)
         and isinstance(node.func.value, ast.Name)
         and node.func.value.id == HOOK_NAME
+        and node.func.attr != "entered"
     ]
 
 
@@ -1117,3 +1118,40 @@ def test_random_expressions_keep_order_and_reach_the_hook(expression: str) -> No
     assert rewritten == original
     assert original.error is None
     assert hook_positions(rewritten_tree, hook.sites) == tracer.positions
+
+
+def test_functions_the_program_defines_say_when_they_start() -> None:
+    source = (
+        "def f(x):\n"
+        "    'doc'\n"
+        "    return x + 1\n"
+        "async def g():\n"
+        "    return 2\n"
+        "h = lambda: 3\n"
+        "class C:\n"
+        "    def m(self):\n"
+        "        return 4\n"
+    )
+    calls: list[str] = []
+
+    class Counting(DirectHook):
+        def entered(self) -> None:
+            calls.append("entered")
+
+    namespace: dict[str, Any] = {HOOK_NAME: Counting()}
+    exec(compile(rewrite_source(source), "<response>", "exec"), namespace)
+    assert calls == []  # defining runs nothing
+    assert namespace["f"](1) == 2
+    assert namespace["f"].__doc__ == "doc"
+    assert namespace["h"]() == 3
+    assert namespace["C"]().m() == 4
+    coroutine = namespace["g"]()
+    assert calls == ["entered"] * 3  # a coroutine's body starts when it is awaited
+    with pytest.raises(StopIteration):
+        coroutine.send(None)
+    assert calls == ["entered"] * 4
+
+
+def test_without_marks_the_rewrite_adds_no_entry_call() -> None:
+    tree = rewrite_source("def f():\n    return 1\n", mark_entries=False)
+    assert "entered" not in ast.unparse(tree)

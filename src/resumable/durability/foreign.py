@@ -3,10 +3,21 @@
 Replay re-executes program code, so anything whose effects live in the process's memory
 must run for real on replay too; only what reaches outside is answered from the journal.
 
-Run for real, never journaled:
+The rule is decided when an await runs: a foreign await is journaled as a *leaf*, answered
+from the log on replay, only if no program code ran while it was in flight (every function
+the program defines says when it starts, see :mod:`resumable.exec.rewrite`). One during
+which program code ran - ``AsyncExitStack.__aexit__`` running the program's ``__aexit__``,
+a library retry helper calling the program's coroutine, a library calling back a program
+function - is recorded as *transparent*: replay runs it again for real, and the program
+code inside journals its own foreign awaits and steps (:mod:`resumable.durability.journal`).
+
+This module is the fast path: awaits it knows are the program's own run for real without
+being journaled at all:
 
 - a coroutine the program defined (its code object was compiled from a program file), or
   an awaitable object whose ``__await__`` the program defined;
+- ``anext()``, ``asend()``, ``athrow()`` and ``aclose()`` of an async generator the program
+  defined (its body goes on where it stood, which no flag at its start would tell);
 - asyncio's in-memory coordination: awaiting a task or future (the work behind it is
   journaled where it runs, in its own task), queues, locks, events, conditions, semaphores,
   ``gather``/``wait``/``wait_for``/``as_completed``/``shield``, task groups and timeouts;
@@ -23,11 +34,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import os
 import types
 from typing import Any, Final
 
-from resumable.exec.hooks import is_program_code
+from resumable.exec.hooks import is_program_code, is_program_generator
 
 __all__ = ["is_foreign", "mark_transparent"]
 
@@ -38,6 +50,14 @@ _COORDINATION: Final = frozenset(
 )
 _FOREIGN_IN_COORDINATION: Final = frozenset({"sleep", "to_thread"})
 _CONTEXTLIB: Final = contextlib.__file__
+
+
+_GENERATOR_AWAITABLES: Final = frozenset(
+    {"async_generator_asend", "async_generator_athrow", "anext_awaitable"}
+)
+"""What ``anext(agen)``, ``asend()``, ``athrow()``, ``aclose()``, ``anext(agen, d)`` return
+(builtin types with no public name; made here, an async generator would be finalized by
+the running loop with a task of its own)."""
 
 _transparent: set[types.CodeType] = set()
 
@@ -53,6 +73,8 @@ def is_foreign(awaitable: Any) -> bool:
         return _foreign_code(awaitable)
     if asyncio.isfuture(awaitable):
         return False
+    if _generator_awaitable(awaitable):
+        return not _of_program_generator(awaitable)
     method = getattr(type(awaitable), "__await__", None)
     code = getattr(method, "__code__", None)
     return not (code is not None and is_program_code(code))
@@ -71,3 +93,23 @@ def _foreign_code(coro: types.CoroutineType[Any, Any, Any]) -> bool:
         generator = getattr(manager, "gen", None)
         return not (generator is not None and is_program_code(generator.ag_code))
     return True
+
+
+def _of_program_generator(awaitable: Any) -> bool:
+    """Whether an async generator's ``asend``/``athrow`` (or ``anext`` with a default around
+    one) drives a generator the program defined: found as what the awaitable refers to."""
+    for _ in range(2):
+        referents = gc.get_referents(awaitable)
+        if not referents:
+            return False
+        awaitable = referents[0]
+        if is_program_generator(awaitable):
+            return True
+        if not _generator_awaitable(awaitable):
+            return False
+    return False
+
+
+def _generator_awaitable(awaitable: Any) -> bool:
+    kind = type(awaitable)
+    return kind.__name__ in _GENERATOR_AWAITABLES and kind.__module__ == "builtins"

@@ -179,6 +179,8 @@ class _Lister:
         raw = body.get("v")
         if outcome == "x":
             return _short(f"not replayable: {raw}")
+        if outcome == "t":
+            return "transparent: ran program code, runs again on resume"
         shown = f"{len(raw)} bytes" if isinstance(raw, bytes) else "?"
         if isinstance(raw, bytes) and not body.get("b"):
             try:

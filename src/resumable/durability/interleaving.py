@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from resumable.durability.divergence import never_reached
 from resumable.durability.order import ReplayOrder
 from resumable.durability.recording import legacy_leaves
+from resumable.durability.scopes import RUN_AGAIN
 from resumable.durability.state import FrameState, Position
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ def replay_order(frames: Iterable[FrameState]) -> ReplayOrder | None:
     for frame in frames:
         for (_, index), journal in frame.replay_journals().items():
             for entry in legacy_leaves(journal).values():
-                if entry.outcome != "x":
+                if entry.outcome not in RUN_AGAIN:
                     sites[entry.seq] = (frame.frame_id, index, entry.site)
         for (_, index), seq in frame.marks.items():
             sites[seq] = (frame.frame_id, index, f"the start of statement {index}")

@@ -10,8 +10,9 @@ answered from the log, in the order the results arrived before the crash
 must be the site replay reaches there, else the run stops with NonDeterminismError.
 
 An await the hook lets through costs nothing (:meth:`FrameRecorder.await_` returns a program
-coroutine itself); replay discards the awaitable it does not need. A result that cannot be
-pickled is journaled as "not replayable" and that await runs again on resume.
+coroutine itself); replay discards the awaitable it does not need. An await journaled "not
+replayable" (its result cannot be pickled) or "transparent" (a foreign await that ran program
+code, :mod:`resumable.durability.scopes`) runs again on resume.
 """
 
 from __future__ import annotations
@@ -29,13 +30,13 @@ from collections.abc import (
 )
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from resumable.durability import scopes
 from resumable.durability.boundaries import Boundaries
 from resumable.durability.divergence import site_changed, site_missed
 from resumable.durability.fast_forward import journaled_iterator
 from resumable.durability.foreign import is_foreign
 from resumable.durability.generations import Generations
 from resumable.durability.interleaving import Interleaving
-from resumable.durability.keys import in_flight
 from resumable.durability.order import ReplayOrder
 from resumable.durability.recording import NEW_MODEL, discard, legacy_leaves, record_value
 from resumable.durability.state import AwaitEntry, Position
@@ -46,7 +47,6 @@ from resumable.durability.tasks import (
     current_cursor,
     install_task_keys,
     outside_keys,
-    reset_cursor,
     set_cursor,
 )
 from resumable.errors import CodeError
@@ -95,6 +95,7 @@ class FrameRecorder(HookBase):
         self._replay = {at: legacy_leaves(dict(j)) for at, j in (replay or {}).items()}
         """Journals of the statements replay runs again: the one in progress, and those of
         the replay window when a task outlived its own statement."""
+        self._scoped = scopes.has_scopes(self._replay)  # records made inside foreign awaits
         self._order = order
         """The run's replay order: every journaled result released as it arrived before."""
         self._interleaving = Interleaving(manager, frame_id, order, marks)
@@ -163,16 +164,14 @@ class FrameRecorder(HookBase):
                 self._order.drop(entry.seq)
             return self._answer(entry)  # type: ignore[no-any-return]
         self.manager.settle()  # a step is an effect: the boundary before it must be durable
-        flight = in_flight.set(self._key_of(cursor, key))
-        token = set_cursor(None)
+        scope = scopes.Scope(cursor, key, self._key_of(cursor, key), None)
         try:
             value = thunk()
         except Exception as exc:
             self._defer(cursor, key, site, "e", exc)
             raise
         finally:
-            reset_cursor(token)
-            in_flight.reset(flight)
+            scope.close()
         self._defer(cursor, key, site, "v", value)
         return value
 
@@ -201,7 +200,7 @@ class FrameRecorder(HookBase):
         position = (self.turn, index)
         self._live = True
         self._generations.begin(self._generation, position, self._replay.pop(position, {}))
-        set_cursor(TaskCursor(self, self._generation))
+        scopes.start_statement(TaskCursor(self, self._generation))
 
     def statement_aborted(self, statement: Statement, index: int) -> None:
         """A control signal (stop, divergence, end of program) ended the statement."""
@@ -249,7 +248,7 @@ class FrameRecorder(HookBase):
         if cursor is None or not replay:
             return False
         entry = replay.get(cursor.peek())
-        return entry is not None and entry.outcome != "x"
+        return entry is not None and entry.outcome not in scopes.RUN_AGAIN
 
     def aiter(self, site: str, iterable: AsyncIterable[T]) -> AsyncIterator[T]:
         return journaled_iterator(self, site, iterable)
@@ -294,24 +293,24 @@ class FrameRecorder(HookBase):
             except BaseException:
                 discard(awaitable)  # it never starts
                 raise
-        flight = in_flight.set(self._key_of(cursor, key))
-        token = set_cursor(None)
+        scope = scopes.Scope(cursor, key, self._key_of(cursor, key), None if start else awaitable)
         turned = self._interleaving.watch_turns()
         try:
-            result = await awaitable
+            try:
+                result = await awaitable
+            finally:
+                scope.close()
         except Exception as exc:
             if entry is None:
-                await self._record(cursor, key, site, "e", exc, turned)
+                with outside_keys():
+                    await self._record(cursor, key, site, scope.outcome("e", exc), exc, turned)
             raise
-        finally:
-            reset_cursor(token)
-            in_flight.reset(flight)
         if entry is not None:  # made again where it stood: its record is in the log
             if self._order is not None:
                 await self._order.turn(entry.seq, suspended=False)
             return result
         with outside_keys():
-            await self._record(cursor, key, site, "v", result, turned)
+            await self._record(cursor, key, site, scope.outcome("v", result), result, turned)
         return result
 
     def _replayed_entry(
@@ -329,9 +328,10 @@ class FrameRecorder(HookBase):
             if self._order is not None:
                 self._order.cancel()
             raise site_changed(self.frame_id, self._index, key, site, entry)
-        if entry.outcome == "x":  # not replayable: made again
+        if entry.outcome in scopes.RUN_AGAIN:  # not replayable, or transparent: made again
             self._replayed(entry)
             return None
+        scopes.drop_scope(self._scoped, replay, key, self._order)  # answered: not its scope
         return entry
 
     def _answer(self, entry: AwaitEntry) -> Any:

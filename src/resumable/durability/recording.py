@@ -15,6 +15,7 @@ import inspect
 from collections.abc import Awaitable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from resumable.durability.scopes import TRANSPARENT
 from resumable.durability.state import AwaitEntry
 
 if TYPE_CHECKING:
@@ -31,8 +32,10 @@ def record_value(
 
     A value that cannot be pickled is recorded as outcome ``"x"`` with its description, so
     replay makes that call again instead of answering it; the error is returned for the
-    caller to warn about when the user should know.
+    caller to warn about when the user should know. A transparent await records no value.
     """
+    if body["o"] == TRANSPARENT:
+        return {}, None
     try:
         pickled = snapshotter.dumps_value(value, ns)
     except Exception as exc:

@@ -5,13 +5,17 @@ spawns while the statement runs (``create_task``, ``gather``, ``TaskGroup``, ``a
 ``ensure_future``, ``wait_for``) gets its parent's key plus the parent's spawn ordinal
 (``"2"``, ``"2.1"``), so the same program spawns the same keys on replay. Within a task
 the n-th foreign await or step gets n: record key ``n`` in the root task, ``"KEY:n"`` in a
-spawned one.
+spawned one. While a foreign await is in flight its task runs library code under a *scope*
+cursor of its own, ``"KEY^"`` (``KEY`` the await's key): program code the library calls back
+journals its awaits and steps under ``"KEY^:n"``, and the tasks the library spawns get
+``"KEY^.1"`` and so on; a task running a library coroutine there is neither journaled as a
+whole nor kept as the program's (it is the library's own work).
 
 The key travels in a context variable, which a new task copies from its creator; the
 loop's ``create_task`` is wrapped (once per loop) to give a task spawned from program code
 its own cursor, and the deterministic ``Task-N`` name CPython would give it (counted per
 run, so the name does not depend on what the runtime itself spawned). Code the runtime
-runs on the program's behalf (a foreign await, a record being written) runs with no
+runs on the program's behalf (a step, a record being written) runs with no
 cursor, so whatever it spawns or awaits is invisible to the keys. A journal that can
 replay a task past its statement (a script's) is told of each task it keys (``track``).
 """
@@ -20,9 +24,13 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import os
+import sys
 import types
 from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import Any, Protocol, TypeVar
+
+from resumable.exec.hooks import is_program_code
 
 __all__ = [
     "KeyedJournal",
@@ -79,14 +87,18 @@ class KeyedJournal(Protocol):
 class TaskCursor:
     """One task's position in its statement's journal."""
 
-    __slots__ = ("count", "journal", "path", "spawns", "statement")
+    __slots__ = ("count", "journal", "library", "path", "spawns", "statement")
 
-    def __init__(self, journal: KeyedJournal, statement: int, path: str = "") -> None:
+    def __init__(
+        self, journal: KeyedJournal, statement: int, path: str = "", library: bool = False
+    ) -> None:
         self.journal = journal
         self.statement = statement
         self.path = path
         self.count = 0
         self.spawns = 0
+        self.library = library
+        """Inside a foreign await: library code runs here, program code only as its callback."""
 
     def key(self, n: int) -> Key:
         return n if not self.path else f"{self.path}:{n}"
@@ -103,7 +115,7 @@ class TaskCursor:
     def child(self) -> TaskCursor:
         self.spawns += 1
         path = f"{self.path}.{self.spawns}" if self.path else str(self.spawns)
-        return TaskCursor(self.journal, self.statement, path)
+        return TaskCursor(self.journal, self.statement, path, self.library)
 
 
 _cursor: contextvars.ContextVar[TaskCursor | None] = contextvars.ContextVar(
@@ -156,6 +168,17 @@ def _in_argument_order(as_completed: Callable[..., Any]) -> Callable[..., Any]:
     return stable
 
 
+_ASYNCIO_DIR = os.path.dirname(asyncio.__file__) + os.sep
+
+
+def _program_spawns() -> bool:
+    """Whether the code asking asyncio for a task (inside a foreign await) is the program's."""
+    frame = sys._getframe(2)  # the caller of the loop's create_task
+    while frame is not None and frame.f_code.co_filename.startswith(_ASYNCIO_DIR):
+        frame = frame.f_back  # type: ignore[assignment]
+    return frame is not None and is_program_code(frame.f_code)
+
+
 def install_task_keys(loop: asyncio.AbstractEventLoop) -> None:
     """Wrap ``loop.create_task`` so tasks spawned by program code get keys (idempotent)."""
     if not getattr(asyncio.as_completed, "_resumable_keys", False):
@@ -179,6 +202,12 @@ def install_task_keys(loop: asyncio.AbstractEventLoop) -> None:
             return create(coro, name=name, context=context)
         child = cursor.child()
         journal = cursor.journal
+        if child.library and not is_program_code(coro.cr_code) and not _program_spawns():
+            # a library's own task inside its await: keyed for the program code it calls
+            task_context = context if context is not None else contextvars.copy_context()
+            task_context.run(_cursor.set, child)
+            return create(coro, name=name, context=task_context)
+        child.library = False  # the program's own task, as outside a foreign await
         if name is None:
             name = journal.next_task_name()
         task_context = context if context is not None else contextvars.copy_context()

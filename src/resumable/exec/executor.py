@@ -72,6 +72,9 @@ class StreamingPythonExecutor:
         self.namespace.setdefault("__builtins__", __builtins__)
         self.namespace.setdefault("__name__", "__main__")
         self.namespace[HOOK_NAME] = hook if hook is not None else DirectHook()
+        self._mark_entries = callable(getattr(self.namespace[HOOK_NAME], "entered", None))
+        """Functions the program defines say when they start (a hook without ``entered``
+        gets the plain rewrite)."""
         self.observer = observer
         self.filename = filename
         self.loop_runs = loop_runs
@@ -187,7 +190,9 @@ class StreamingPythonExecutor:
             tree = ast.parse(statement.source, self.filename, "exec")
         if any(name.rpartition(".")[2] in statement.source for name in self.loop_runs):
             tree = await_loop_runs(tree, self.loop_runs)  # asyncio.run(main()) -> await main()
-        tree = rewrite_statement(tree, index, line_offset=statement.line - 1)
+        tree = rewrite_statement(
+            tree, index, line_offset=statement.line - 1, mark_entries=self._mark_entries
+        )
         register_program_file(self.filename)
         return compile(tree, self.filename, "exec", flags=_FLAGS, dont_inherit=True)
 

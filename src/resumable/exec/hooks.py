@@ -9,10 +9,15 @@ The proxies follow the interpreter's protocol exactly (special methods looked up
 ``__aiter__`` called once, ``__aexit__`` looked up before ``__aenter__`` is called) and raise
 its ``TypeError`` messages, as CPython 3.11 words them, so a program sees the same errors with
 or without the hook.
+
+The rewrite also starts every function the program defines with ``__resumable__.entered()``:
+:data:`program_ran` then says whether program code ran while a foreign await was in flight
+(its own task, and the tasks it spawned, share the flag).
 """
 
 from __future__ import annotations
 
+import contextvars
 import inspect
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
@@ -28,8 +33,11 @@ __all__ = [
     "AwaitHook",
     "DirectHook",
     "HookBase",
+    "ProgramRan",
+    "RanFlag",
     "is_program_code",
     "is_program_generator",
+    "program_ran",
     "register_program_file",
 ]
 
@@ -45,6 +53,29 @@ EXIT: Final = "exit"
 _HEAPTYPE: Final = 1 << 9  # Py_TPFLAGS_HEAPTYPE
 
 _PROGRAM_FILES: set[str] = set()
+
+
+class ProgramRan(Protocol):
+    """What program code marks when it starts running: ``ran`` is set to True."""
+
+    ran: bool
+
+
+class RanFlag:
+    """A :class:`ProgramRan` of its own."""
+
+    __slots__ = ("ran",)
+
+    def __init__(self) -> None:
+        self.ran = False
+
+
+program_ran: contextvars.ContextVar[ProgramRan] = contextvars.ContextVar(
+    "resumable_program_ran",
+    default=RanFlag(),  # noqa: B039 - marked by code outside any foreign await, never read
+)
+"""A foreign await in flight sets its own :class:`ProgramRan` and reads it when the await is
+done (outside one, the shared default is marked and never read)."""
 
 
 def register_program_file(filename: str) -> None:
@@ -98,6 +129,10 @@ class HookBase(ABC):
     ) -> AbstractAsyncContextManager[T]:
         """Look up the manager's methods now; entering and exiting await ``SITE/enter|exit``."""
         return _HookedContext(self, site, manager)  # type: ignore[return-value]
+
+    def entered(self) -> None:
+        """A function the program defined starts running (the rewrite calls this first)."""
+        program_ran.get().ran = True
 
 
 class DirectHook(HookBase):

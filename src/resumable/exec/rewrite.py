@@ -9,6 +9,13 @@ The transform wraps expressions in place and does nothing else (but move every l
 
 ``async for`` in comprehensions is wrapped the same way, and each item of a multi-item
 ``async with`` gets its own ``with_`` and site. A tree is meant to be rewritten once.
+
+Every function the statement defines says when it starts running (``mark_entries``), so the
+journal can tell a library await that ran program code from one that did not::
+
+    def f(...): BODY           ->  def f(...): __resumable__.entered(); BODY   (after a docstring)
+    lambda ...: EXPR           ->  lambda ...: __resumable__.entered() or EXPR
+
 No await is added or removed and no scope, temporary name or thunk is introduced, so evaluation
 order, scoping (walrus, class bodies, comprehensions) and the compiler's own errors (``'await'
 outside async function``) are those of the original. Each new node takes the position the
@@ -32,22 +39,28 @@ from resumable.exec.hooks import ENTER, HOOK_NAME, NEXT
 __all__ = ["rewrite_source", "rewrite_statement"]
 
 
-def rewrite_statement(tree: ast.Module, index: int, *, line_offset: int = 0) -> ast.Module:
+def rewrite_statement(
+    tree: ast.Module, index: int, *, line_offset: int = 0, mark_entries: bool = True
+) -> ast.Module:
     """Rewrite every await in ``tree`` (changed in place and returned) for statement ``index``.
 
     ``line_offset``: the statement was parsed on its own; every line of the result is moved
     by it, as ``ast.increment_lineno`` before the rewrite would (in the same walk).
+    ``mark_entries``: start each function with ``__resumable__.entered()`` (the hook has it).
     """
-    router = _AwaitRouter(index, line_offset)
+    router = _AwaitRouter(index, line_offset, mark_entries)
     router.walk(tree)
     if router.unplaced:  # a tree built by hand: place what lacks a position, as compile needs
         ast.fix_missing_locations(tree)
     return tree
 
 
-def rewrite_source(source: str, index: int = 0, *, filename: str = "<response>") -> ast.Module:
+def rewrite_source(
+    source: str, index: int = 0, *, filename: str = "<response>", mark_entries: bool = True
+) -> ast.Module:
     """Parse ``source`` and rewrite it; a syntax error is raised as the parser raises it."""
-    return rewrite_statement(ast.parse(source, filename, "exec"), index)
+    tree = ast.parse(source, filename, "exec")
+    return rewrite_statement(tree, index, mark_entries=mark_entries)
 
 
 class _AwaitRouter:
@@ -58,7 +71,7 @@ class _AwaitRouter:
     which the walk does not visit, are placed there directly.
     """
 
-    def __init__(self, index: int, line_offset: int) -> None:
+    def __init__(self, index: int, line_offset: int, mark_entries: bool = True) -> None:
         self._index = index
         self._offset = line_offset
         self._taken: set[str] = set()
@@ -73,6 +86,10 @@ class _AwaitRouter:
             ast.DictComp: self._comprehension,
             ast.GeneratorExp: self._comprehension,
         }
+        if mark_entries:
+            self._rewrites[ast.FunctionDef] = self._function
+            self._rewrites[ast.AsyncFunctionDef] = self._function
+            self._rewrites[ast.Lambda] = self._lambda
 
     def walk(self, node: ast.AST) -> None:
         rewrite = self._rewrites.get(type(node))
@@ -139,6 +156,28 @@ class _AwaitRouter:
                 iterable = _folded_literal(generator.iter)  # placed as the walked iterable
                 generator.iter = self._hook_call("aiter", site, iterable, node)
 
+    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        self.children(node)
+        body = node.body
+        first = body[0]
+        documented = (
+            isinstance(first, ast.Expr)
+            and isinstance(first.value, ast.Constant)
+            and isinstance(first.value.value, str)
+        )
+        at = 1 if documented else 0
+        place = body[at] if at < len(body) else first  # its lines moved already
+        mark = ast.Expr(value=_entered_call(place))
+        _at_start(mark, place)
+        body.insert(at, mark)
+
+    def _lambda(self, node: ast.Lambda) -> None:
+        self.children(node)
+        body = node.body  # its lines moved already
+        marked = ast.BoolOp(op=ast.Or(), values=[_entered_call(body), body])
+        _at_start(marked, body)
+        node.body = marked
+
     def _site(self, node: ast.AST, derived: str) -> str:
         """``S:L:C`` of ``node``, unique among the hook sites (``derived`` appended) taken so far."""
         line = getattr(node, "lineno", 0) + self._offset
@@ -164,6 +203,26 @@ class _AwaitRouter:
                 if part.end_lineno is not None:
                     part.end_lineno += self._offset
         return call
+
+
+def _entered_call(place: ast.AST) -> ast.Call:
+    """``__resumable__.entered()``, every part an empty span at the start of ``place``."""
+    hook = ast.Name(id=HOOK_NAME, ctx=ast.Load())
+    func = ast.Attribute(value=hook, attr="entered", ctx=ast.Load())
+    call = ast.Call(func=func, args=[], keywords=[])
+    for part in (hook, func, call):
+        _at_start(part, place)
+    return call
+
+
+def _at_start(node: ast.AST, place: ast.AST) -> None:
+    """Give ``node`` an empty span where ``place`` starts (absent positions stay absent)."""
+    line = getattr(place, "lineno", None)
+    if line is None:
+        return
+    column = getattr(place, "col_offset", 0)
+    node.lineno, node.col_offset = line, column  # type: ignore[attr-defined]
+    node.end_lineno, node.end_col_offset = line, column  # type: ignore[attr-defined]
 
 
 def _folded_literal(iterable: ast.expr) -> ast.expr:

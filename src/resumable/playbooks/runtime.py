@@ -142,7 +142,9 @@ class PlaybookRuntime:
         for number, block in enumerate(self.program.python_blocks):
             tree = ast.parse(block.source, str(self.program.path))
             ast.increment_lineno(tree, block.line - 1)
-            tree = rewrite_statement(tree, _PYTHON_INDEX + number)
+            # a Python playbook is a tool, journaled as one foreign await: its code does
+            # not make the await that calls it transparent
+            tree = rewrite_statement(tree, _PYTHON_INDEX + number, mark_entries=False)
             exec(compile(tree, str(self.program.path), "exec"), namespace)
         return {
             name: value

@@ -110,7 +110,12 @@ def _describe(record: Record, state: RunState, start: int, seconds: float | None
         took = f", {body['ms']:.0f} ms" if body.get("ms") is not None else ""
         return entry(f"LLM call {body['t'] + 1} complete{tokens}{took}")
     if kind == "await":
-        outcome = {"v": "returned", "e": "raised", "x": "returned (not picklable)"}
+        outcome = {
+            "v": "returned",
+            "e": "raised",
+            "x": "returned (not picklable)",
+            "t": "ended (ran program code: runs again on resume)",
+        }
         what = outcome.get(str(body.get("o")), str(body.get("o")))
         site = str(body["s"])
         return entry(f"{describe_call(site)} (key {body['k']}) {what}", label=call_kind(site))
