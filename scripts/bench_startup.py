@@ -6,7 +6,8 @@
 Four commands, each in a new process, taking turns in every round so that a load change on a
 shared machine affects them alike: ``python -c pass``, ``resumable --version``, ``python hi.py``
 and ``resumable exec hi.py`` (``hi.py`` is ``print("hi")``; the store already has its key, as
-it has after a first run). ``resumable`` is the console script next to this Python if there is
+it has after a first run; bytecode is cached, as ``pip install`` leaves it, in a folder of
+the benchmark's own). ``resumable`` is the console script next to this Python if there is
 one, else ``python -m resumable``. The ratios compare medians of the same run. Below the table,
 ``python -X importtime`` says what each command imports: the total, and the largest packages.
 """
@@ -25,6 +26,8 @@ from pathlib import Path
 
 from bench import Report, median_seconds
 
+_UNSET = ("PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE")
+"""Not passed on: the seed is the command's to choose, and a user's Python keeps bytecode."""
 _LINE = re.compile(r"import time:\s+(\d+) \|\s+(\d+) \|(\s*)(\S+)")
 
 
@@ -64,10 +67,11 @@ def imports(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, str
 
 def bench_startup(args: argparse.Namespace) -> Report:
     resumable = command()
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as folder:
         cwd = Path(folder)
+        env = {k: v for k, v in os.environ.items() if k not in _UNSET}
+        env["PYTHONPYCACHEPREFIX"] = str(cwd / "pycache")  # bytecode, as pip install leaves it
         (cwd / "hi.py").write_text('print("hi")\n', encoding="utf-8")
 
         def run(argv: list[str], expected: str) -> None:
@@ -79,6 +83,7 @@ def bench_startup(args: argparse.Namespace) -> Report:
             [*resumable, "--version"], env=env, capture_output=True, text=True, check=True
         ).stdout.split("\n")[0]
         run([*resumable, "exec", "hi.py", "-q"], "hi")  # makes the store and its key
+        run([sys.executable, "hi.py"], "hi")  # and the bytecode of both
         median = median_seconds(
             {
                 "pass": lambda: run([sys.executable, "-c", "pass"], ""),

@@ -14,8 +14,6 @@ Two things need none of them, and a user feels both:
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import os
 import sys
 from collections.abc import Mapping
@@ -84,6 +82,9 @@ def early_seed(args: list[str], env: Mapping[str, str]) -> int | None:
     plain, config_path = _config_option(args)
     if not plain:
         return None
+    import hashlib
+    import hmac
+
     from resumable.config import load_config
     from resumable.errors import ResumableError
 
