@@ -3,7 +3,6 @@
 Importing this package registers every command on :data:`resumable.cli.app.app`.
 """
 
-import resumable.drivers  # noqa: F401  (registers the drivers: the CLI resumes runs of any kind)
 from resumable.cli import (
     examples,
     fleet,

@@ -36,7 +36,6 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
-import resumable.drivers  # noqa: F401  (registers the drivers: a worker resumes runs of any kind)
 from resumable.config import Config
 from resumable.durability import control, hashseed, interrupts
 from resumable.durability.session import (
