@@ -80,3 +80,16 @@ def test_version_says_what_the_command_line_says(capsys: pytest.CaptureFixture[s
     fast = capsys.readouterr().out
     assert fast.startswith("resumable ")
     assert CliRunner().invoke(app, ["--version"]).output == fast
+
+
+def test_import_resumable_loads_the_runtime_only_when_used() -> None:
+    probe = (
+        "import sys, resumable\n"
+        "print(sorted(m for m in ('asyncio', 'resumable.drivers', 'resumable.durability')"
+        " if m in sys.modules))\n"
+        "print(resumable.step.__module__, 'resumable.drivers' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout.splitlines() == ["[]", "resumable.durability.steps True"]
