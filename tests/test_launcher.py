@@ -92,4 +92,4 @@ def test_import_resumable_loads_the_runtime_only_when_used() -> None:
     done = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
     )
-    assert done.stdout.splitlines() == ["[]", "resumable.durability.steps True"]
+    assert done.stdout.splitlines() == ["[]", "resumable.durability.steps False"]

@@ -135,9 +135,6 @@ def __getattr__(name: str) -> object:
         raise AttributeError(f"module 'resumable' has no attribute {name!r}")
     import importlib
 
-    # The script and playbook drivers register themselves on import, so that whatever the
-    # program uses from here (a RecoveryCoordinator above all) can resume a run of any kind.
-    importlib.import_module("resumable.drivers")
     value = getattr(importlib.import_module(where), name)
     globals()[name] = value
     return value
