@@ -308,6 +308,18 @@ def set_order_options(parser: argparse.ArgumentParser) -> None:
     options(parser)
 
 
+def bench_startup(args: argparse.Namespace) -> Report:
+    from bench_startup import bench_startup as run
+
+    return run(args)
+
+
+def startup_options(parser: argparse.ArgumentParser) -> None:
+    from bench_startup import startup_options as options
+
+    options(parser)
+
+
 BENCHMARKS: dict[str, Benchmark] = {
     "splitter": Benchmark(bench_splitter, "statement splitter vs ast.parse", splitter_options),
     "checkpoint": Benchmark(
@@ -364,6 +376,11 @@ BENCHMARKS: dict[str, Benchmark] = {
         bench_set_order,
         "capture and restore of a set with its hash table against pickle's",
         set_order_options,
+    ),
+    "startup": Benchmark(
+        bench_startup,
+        "resumable exec hi.py against python hi.py, --version against python -c pass",
+        startup_options,
     ),
 }
 

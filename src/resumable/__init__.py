@@ -12,34 +12,37 @@ if sys.platform == "win32":  # pragma: no cover - the stores need POSIX file loc
         "on Windows, run it under WSL"
     )
 
-from resumable.config import Config, load_config
-from resumable.durability.checkpoints import CheckpointManager, CheckpointPolicy
-from resumable.durability.embedded.executor import DurableExecutor
-from resumable.durability.embedded.llm import DurableLLM, DurableStream
-from resumable.durability.embedded.outcome import Failure, Outcome
-from resumable.durability.embedded.run import DurableRun, RunInfo, open_run
-from resumable.durability.keys import idempotency_key
-from resumable.durability.recovery import RecoveryCoordinator
-from resumable.durability.snapshot import register_external, register_reducer
-from resumable.durability.steps import step
-from resumable.errors import (
-    CodeError,
-    ConfigError,
-    FencedError,
-    IntegrityError,
-    LLMError,
-    LostVariableError,
-    NonDeterminismError,
-    ProgramError,
-    RecordError,
-    ResumableError,
-    RunBusyError,
-    RunNotFoundError,
-    StoreError,
-)
-from resumable.exec.executor import ResponseResult, StreamingPythonExecutor
-from resumable.exec.hooks import AwaitHook, DirectHook, HookBase
-from resumable.exec.streaming import Statement, StatementSplitter
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+
+if _TYPE_CHECKING:
+    from resumable.config import Config, load_config
+    from resumable.durability.checkpoints import CheckpointManager, CheckpointPolicy
+    from resumable.durability.embedded.executor import DurableExecutor
+    from resumable.durability.embedded.llm import DurableLLM, DurableStream
+    from resumable.durability.embedded.outcome import Failure, Outcome
+    from resumable.durability.embedded.run import DurableRun, RunInfo, open_run
+    from resumable.durability.keys import idempotency_key
+    from resumable.durability.recovery import RecoveryCoordinator
+    from resumable.durability.snapshot import register_external, register_reducer
+    from resumable.durability.steps import step
+    from resumable.errors import (
+        CodeError,
+        ConfigError,
+        FencedError,
+        IntegrityError,
+        LLMError,
+        LostVariableError,
+        NonDeterminismError,
+        ProgramError,
+        RecordError,
+        ResumableError,
+        RunBusyError,
+        RunNotFoundError,
+        StoreError,
+    )
+    from resumable.exec.executor import ResponseResult, StreamingPythonExecutor
+    from resumable.exec.hooks import AwaitHook, DirectHook, HookBase
+    from resumable.exec.streaming import Statement, StatementSplitter
 
 __all__ = [
     "AwaitHook",
@@ -81,7 +84,61 @@ __all__ = [
     "step",
 ]
 
-# Registers the script and playbook drivers, so a RecoveryCoordinator can resume any run.
-from resumable import drivers  # noqa: F401
+_WHERE: dict[str, str] = {
+    "AwaitHook": "resumable.exec.hooks",
+    "CheckpointManager": "resumable.durability.checkpoints",
+    "CheckpointPolicy": "resumable.durability.checkpoints",
+    "CodeError": "resumable.errors",
+    "Config": "resumable.config",
+    "ConfigError": "resumable.errors",
+    "DirectHook": "resumable.exec.hooks",
+    "DurableExecutor": "resumable.durability.embedded.executor",
+    "DurableLLM": "resumable.durability.embedded.llm",
+    "DurableRun": "resumable.durability.embedded.run",
+    "DurableStream": "resumable.durability.embedded.llm",
+    "Failure": "resumable.durability.embedded.outcome",
+    "FencedError": "resumable.errors",
+    "HookBase": "resumable.exec.hooks",
+    "IntegrityError": "resumable.errors",
+    "LLMError": "resumable.errors",
+    "LostVariableError": "resumable.errors",
+    "NonDeterminismError": "resumable.errors",
+    "Outcome": "resumable.durability.embedded.outcome",
+    "ProgramError": "resumable.errors",
+    "RecordError": "resumable.errors",
+    "RecoveryCoordinator": "resumable.durability.recovery",
+    "ResponseResult": "resumable.exec.executor",
+    "ResumableError": "resumable.errors",
+    "RunBusyError": "resumable.errors",
+    "RunInfo": "resumable.durability.embedded.run",
+    "RunNotFoundError": "resumable.errors",
+    "Statement": "resumable.exec.streaming",
+    "StatementSplitter": "resumable.exec.streaming",
+    "StoreError": "resumable.errors",
+    "StreamingPythonExecutor": "resumable.exec.executor",
+    "idempotency_key": "resumable.durability.keys",
+    "load_config": "resumable.config",
+    "open_run": "resumable.durability.embedded.run",
+    "register_external": "resumable.durability.snapshot",
+    "register_reducer": "resumable.durability.snapshot",
+    "step": "resumable.durability.steps",
+}
+"""Where each public name lives: imported on first use, so ``import resumable`` (and the
+``resumable`` command) does not load the runtime before it is needed."""
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> object:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module 'resumable' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(where), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

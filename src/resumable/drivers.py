@@ -1,8 +1,8 @@
 """Every driver this installation has, registered with the durability layer on import.
 
 A driver continues a run of one kind (``script``, ``playbook``, ...). The durability layer
-looks drivers up by kind and never imports them; whoever resumes runs of any kind (the CLI,
-the fleet worker, :class:`resumable.RecoveryCoordinator` used from Python) imports this module.
+looks drivers up by kind and never imports them by an import statement: a resume of a kind
+that is not registered yet loads this module by name (``session.resume_session``).
 """
 
 from resumable import script

@@ -28,7 +28,8 @@ RANKS: dict[str, int] = {
     "ui": 6,
     "cli": 7,
     "__init__": 8,
-    "__main__": 8,
+    "__main__": 9,
+    "launcher": 8,
 }
 
 

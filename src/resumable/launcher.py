@@ -1,0 +1,134 @@
+"""The ``resumable`` command's first steps, before the command line and the runtime are loaded.
+
+Two things need none of them, and a user feels both:
+
+- ``resumable --version`` reads the installed distribution's metadata file directly;
+- a new run (``exec``, ``run``) must hash strings with its store's seed (see
+  ``durability/hashseed.py``), which only takes effect when an interpreter starts. When the
+  store is a folder whose key is already there (or the key is in the environment), the seed is
+  computed here from the settings and the key alone, and the command starts once more with it
+  at once, before anything heavy is imported. Otherwise (another store, a store not made yet, a
+  setting that fails) nothing is decided here: the command line finds the seed the long way,
+  and reports whatever is wrong.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+_SEED_ENV = "PYTHONHASHSEED"
+_SEED_LABEL = b"resumable hash seed"
+"""As ``hashseed.store_seed`` authenticates it: the two must agree (tests check they do)."""
+_NEW_RUN = ("exec", "run")
+"""The commands that start a run with the store's seed."""
+
+
+def main() -> None:
+    """Console-script entry point: the fast paths, else the ``resumable`` command line."""
+    args = sys.argv[1:]
+    if args == ["--version"] and print_version():
+        return
+    if args[:1] and args[0] in _NEW_RUN and _SEED_ENV not in os.environ:
+        seed = early_seed(args[1:], os.environ)
+        if seed is not None:
+            sys.stdout.flush()
+            argv = [sys.executable, "-m", "resumable", *args]
+            os.execve(sys.executable, argv, {**os.environ, _SEED_ENV: str(seed)})
+    from resumable.cli import main as command_line
+
+    command_line()
+
+
+def print_version() -> bool:
+    """Print what ``--version`` prints from the metadata file; False if it is not found."""
+    from resumable.extras import DISTRIBUTION
+
+    prefix = DISTRIBUTION.replace("-", "_") + "-"
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:
+            continue
+        for name in names:
+            if name.startswith(prefix) and name.endswith(".dist-info"):
+                return _print_metadata(Path(entry or ".", name, "METADATA"))
+    return False
+
+
+def _print_metadata(path: Path) -> bool:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return False
+    fields = text.split("\n\n", 1)[0].splitlines()
+    versions = [f.removeprefix("Version: ") for f in fields if f.startswith("Version: ")]
+    if not versions:
+        return False
+    lines = [f"resumable {versions[0]}"]
+    for field in fields:
+        if field.startswith("Project-URL: "):
+            label, _, url = field.removeprefix("Project-URL: ").partition(", ")
+            lines.append(f"{label}: {url}")
+    print("\n".join(lines))
+    return True
+
+
+def early_seed(args: list[str], env: Mapping[str, str]) -> int | None:
+    """The store's seed for a new run with these arguments, or None when only the command line
+    can tell (or durability is off: then no seed is pinned)."""
+    plain, config_path = _config_option(args)
+    if not plain:
+        return None
+    import hashlib
+    import hmac
+
+    from resumable.config import load_config
+    from resumable.errors import ResumableError
+
+    try:
+        config = load_config(Path(config_path) if config_path else None, env=env)
+    except (ResumableError, OSError):
+        return None
+    settings = config.durability
+    if not settings.enabled:
+        return None
+    raw = env.get(settings.mac_key_env, "")
+    if raw:
+        key = raw.encode()
+    elif settings.store == "file" and settings.path:
+        try:
+            key = (config.resolve_path(settings.path) / "key").read_bytes()
+        except OSError:  # no key yet: the store makes it when it opens
+            return None
+        if len(key) != 32:
+            return None
+    else:
+        return None
+    return int.from_bytes(hmac.digest(key, _SEED_LABEL, hashlib.sha256)[:4], "big")
+
+
+_VALUED = ("--run-id", "--events", "--config")
+_FLAGS = ("--quiet", "-q", "--json", "--no-input")
+"""The options of ``exec`` and ``run``: arguments with anything else are left to typer."""
+
+
+def _config_option(args: list[str]) -> tuple[bool, str | None]:
+    """Whether the arguments are plain, and the value of ``--config`` (None if absent)."""
+    value: str | None = None
+    rest = iter(args)
+    for arg in rest:
+        name, eq, given = arg.partition("=")
+        if name in _VALUED:
+            given = given if eq else next(rest, "")
+            if not given or given.startswith("-"):
+                return False, None
+            if name == "--config":
+                value = given
+        elif arg in _FLAGS or not arg.startswith("-"):
+            continue
+        else:
+            return False, None
+    return True, value

@@ -1,0 +1,95 @@
+"""The command's fast start: the seed it computes before loading anything is the store's own,
+and ``--version`` says what the full command line says."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from resumable.cli import app
+from resumable.config import load_config
+from resumable.durability import hashseed
+from resumable.durability.session import codec_for, store_for
+from resumable.launcher import early_seed, print_version
+
+
+def _store_seed(tmp_path: Path, env: dict[str, str]) -> int:
+    config = load_config(None, cwd=tmp_path, env=env)
+
+    async def go() -> int:
+        store = store_for(config.durability, config)
+        async with store:
+            return hashseed.store_seed(await codec_for(store, config.durability, env))
+
+    return asyncio.run(go())
+
+
+@pytest.fixture
+def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_no_seed_before_the_store_has_a_key(in_tmp: Path) -> None:
+    assert early_seed(["hi.py"], {}) is None
+    assert not (in_tmp / ".resumable").exists()  # nothing made: the store makes its key
+
+
+def test_the_early_seed_is_the_stores_seed(in_tmp: Path) -> None:
+    seed = _store_seed(in_tmp, {})  # opening the store makes its key
+    assert early_seed(["hi.py", "--run-id", "r1", "-q"], {}) == seed
+    assert early_seed(["--config=playbooks.toml", "hi.py"], {}) is None  # no such file
+
+
+def test_the_early_seed_follows_a_key_in_the_environment(in_tmp: Path) -> None:
+    env = {"RESUMABLE_MAC_KEY": "a key from the environment"}
+    assert early_seed(["hi.py"], env) == _store_seed(in_tmp, env)
+
+
+def test_unclear_arguments_are_left_to_the_command_line(in_tmp: Path) -> None:
+    _store_seed(in_tmp, {})
+    assert early_seed(["hi.py", "--help"], {}) is None
+    assert early_seed(["hi.py", "--run-id"], {}) is None
+    assert early_seed(["hi.py", "--config"], {}) is None
+
+
+def test_exec_runs_with_the_stores_seed(in_tmp: Path) -> None:
+    seed = _store_seed(in_tmp, {})
+    (in_tmp / "seed.py").write_text("import os\nprint(os.environ['PYTHONHASHSEED'])\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}
+    done = subprocess.run(
+        [sys.executable, "-m", "resumable", "exec", "seed.py", "-q"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=True,
+    )
+    assert done.stdout.split() == [str(seed)]
+
+
+def test_version_says_what_the_command_line_says(capsys: pytest.CaptureFixture[str]) -> None:
+    if not print_version():
+        pytest.skip("resumable is not installed here: no metadata to read")
+    fast = capsys.readouterr().out
+    assert fast.startswith("resumable ")
+    assert CliRunner().invoke(app, ["--version"]).output == fast
+
+
+def test_import_resumable_loads_the_runtime_only_when_used() -> None:
+    probe = (
+        "import sys, resumable\n"
+        "print(sorted(m for m in ('asyncio', 'resumable.drivers', 'resumable.durability')"
+        " if m in sys.modules))\n"
+        "print(resumable.step.__module__, 'resumable.drivers' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout.splitlines() == ["[]", "resumable.durability.steps False"]
