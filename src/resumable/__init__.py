@@ -135,6 +135,8 @@ def __getattr__(name: str) -> object:
         raise AttributeError(f"module 'resumable' has no attribute {name!r}")
     import importlib
 
+    if name == "RecoveryCoordinator":  # it resumes runs of every kind: register their drivers
+        importlib.import_module("resumable.drivers")
     value = getattr(importlib.import_module(where), name)
     globals()[name] = value
     return value

@@ -1,8 +1,8 @@
 """Every driver this installation has, registered with the durability layer on import.
 
 A driver continues a run of one kind (``script``, ``playbook``, ...). The durability layer
-looks drivers up by kind and never imports them by an import statement: a resume of a kind
-that is not registered yet loads this module by name (``session.resume_session``).
+looks drivers up by kind and never imports them: what resumes runs of any kind (``resume``,
+the worker, ``resumable.RecoveryCoordinator``) imports this module first.
 """
 
 from resumable import script

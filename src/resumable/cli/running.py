@@ -179,6 +179,7 @@ def resume_command(
 
     Example: resumable resume --latest
     """
+    from resumable import drivers  # noqa: F401  (registers every kind of run resume drives)
     from resumable.durability import control
     from resumable.durability.recovery import RecoveryCoordinator
     from resumable.durability.runs import latest_resumable

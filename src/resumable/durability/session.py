@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import secrets
 import time
 import warnings
@@ -370,8 +369,6 @@ Driver = Callable[..., Awaitable[RunOutcome]]
 """Drives an attached run of one kind to its end: ``driver(session, config, env=..., **options)``."""
 
 _DRIVERS: dict[str, Driver] = {}
-_ALL_DRIVERS = "resumable.drivers"
-"""The module that registers every driver this installation has."""
 
 
 def register_driver(kind: str, driver: Driver) -> None:
@@ -389,9 +386,6 @@ async def resume_session(
 
     kind = session.state.kind
     driver = _DRIVERS.get(kind)
-    if driver is None:  # not loaded yet (`import resumable` is lazy): load every driver there is
-        importlib.import_module(_ALL_DRIVERS)  # by name, as a plugin is found: no upward import
-        driver = _DRIVERS.get(kind)
     if driver is None:
         raise UsageError(
             f"run {session.run_id} is a {kind!r} run and nothing that can continue it is loaded; "

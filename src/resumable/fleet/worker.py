@@ -36,6 +36,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
+from resumable import drivers  # noqa: F401  (registers every kind of run a worker drives)
 from resumable.config import Config
 from resumable.durability import control, hashseed, interrupts
 from resumable.durability.session import (
