@@ -177,6 +177,8 @@ def test_installed_with_the_ui_extra_the_inspector_starts(ui_env: Path, tmp_path
     ).stdout.lower()
     assert f"{DISTRIBUTION}==" in listed
     assert "starlette==" in listed
+    (tmp_path / "hi.py").write_text("print('hi')\n")  # a store with a run for it to show
+    assert installed(ui_env, "exec", "hi.py", "--run-id", "hi-1", cwd=tmp_path).returncode == 0
     server = subprocess.Popen(
         [str(ui_env / "bin" / "resumable"), "ui", "--port", "0"],
         cwd=tmp_path,
@@ -191,7 +193,7 @@ def test_installed_with_the_ui_extra_the_inspector_starts(ui_env: Path, tmp_path
         assert found, line
         page = httpx.get(found.group(1), timeout=30)
         assert page.status_code == 200
-        assert "resumable" in page.text
+        assert "hi-1" in page.text
     finally:
         server.terminate()
         server.wait(timeout=30)
