@@ -95,7 +95,7 @@ async def exec_script(
         return _outcome("", result.error)
     store = store_for(config.durability, config)
     async with store:
-        meta = RunMeta(run_id or new_run_id(), program=str(path), kind="script")
+        meta = RunMeta(new_run_id() if run_id is None else run_id, program=str(path), kind="script")
         first = {"program": str(path), "kind": "script", "source": source}
         session = await RunSession.create(store, config, meta, first, env=env)
         if on_start is not None:

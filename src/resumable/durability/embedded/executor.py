@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import builtins
+import keyword
 import sys
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -32,11 +33,24 @@ from resumable.durability.interleaving import replay_order
 from resumable.durability.journal import FrameRecorder
 from resumable.durability.state import FrameState
 from resumable.durability.tasks import install_task_keys
+from resumable.errors import UsageError
 from resumable.exec.hooks import HOOK_NAME
 from resumable.exec.streaming import Statement
 
 if TYPE_CHECKING:
     from resumable.durability.embedded.run import DurableRun
+
+
+def check_tool_name(name: object) -> None:
+    """Refuse a tool name the code could not call by it (not an identifier, or a keyword)."""
+    if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
+        shown = repr(name) if len(repr(name)) <= 60 else repr(name)[:57] + "..."
+        raise UsageError(
+            f"invalid tool name {shown}: the code calls a tool by its name, so it must be a "
+            "Python identifier that is not a keyword (letters, digits and '_', not first a "
+            "digit); rename it",
+            value=str(name)[:200],
+        )
 
 
 class DurableExecutor:
@@ -85,7 +99,13 @@ class DurableExecutor:
 
     # -- the namespace ----------------------------------------------------------------------
     def bind_tools(self, tools: Mapping[str, Callable[..., Any]]) -> None:
-        """Bind host callables as steps; they are never checkpointed, and rebound on resume."""
+        """Bind host callables as steps; they are never checkpointed, and rebound on resume.
+
+        Each name must be one the code can call: a Python identifier that is not a keyword
+        (anything else raises UsageError, before any tool is bound).
+        """
+        for name in tools:
+            check_tool_name(name)
         for name, tool in tools.items():
             self.tools[name] = tool
             self.namespace[name] = self._bound(name, tool)

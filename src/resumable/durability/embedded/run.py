@@ -41,6 +41,7 @@ from resumable.durability.snapshot import Snapshotter
 from resumable.durability.state import FrameState, RunState
 from resumable.errors import RunBusyError, RunNotFoundError, UsageError
 from resumable.store.base import CheckpointStore, RunMeta
+from resumable.store.common import check_run_id
 from resumable.store.urls import parse_store_url
 
 _log = logging.getLogger("resumable")
@@ -96,6 +97,7 @@ def open_run(
     """
     if not run_id or not isinstance(run_id, str):
         raise UsageError(f"run id {run_id!r} is not a run id: give a non-empty string")
+    check_run_id(run_id)  # a line break or a control character: refused before any store
     environ = dict(os.environ if env is None else env)
     base = config if config is not None else load_config(env=environ)
     settings = dataclasses.replace(base.durability, **store_settings(store))  # type: ignore[arg-type]
