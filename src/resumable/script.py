@@ -32,6 +32,8 @@ from resumable.errors import CodeError, ProgramError
 from resumable.exec.executor import StreamingPythonExecutor
 from resumable.exec.loop_run import loop_run_names, refused_loop_run
 from resumable.exec.output import ProgramOutput
+from resumable.exec.stream_syntax import TOO_DEEP
+from resumable.exec.streaming import too_deep_line
 from resumable.store.base import RunMeta, RunStatus
 
 CHUNK = 4096
@@ -52,6 +54,11 @@ def read_script(path: Path) -> str:
             f"{path}:{exc.lineno}: the script does not parse: {exc.msg}; fix it and run again",
             path=str(path),
             line=exc.lineno,
+        ) from None
+    except RecursionError:
+        line = too_deep_line(source)
+        raise ProgramError(
+            f"{path}:{line}: {TOO_DEEP}", path=str(path), line=line or None
         ) from None
     _refuse_loop_start(tree, path)
     return source

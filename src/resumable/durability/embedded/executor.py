@@ -35,7 +35,8 @@ from resumable.durability.state import FrameState
 from resumable.durability.tasks import install_task_keys
 from resumable.errors import UsageError
 from resumable.exec.hooks import HOOK_NAME
-from resumable.exec.streaming import Statement
+from resumable.exec.stream_syntax import too_deep
+from resumable.exec.streaming import Statement, too_deep_line
 
 if TYPE_CHECKING:
     from resumable.durability.embedded.run import DurableRun
@@ -164,6 +165,8 @@ class DurableExecutor:
             ast.parse(code)
         except SyntaxError as exc:
             return Outcome(None, "", Failure.from_syntax(exc), final=False)
+        except RecursionError:  # too deep to parse: the statement it is in is named
+            return Outcome(None, "", Failure.from_syntax(too_deep(too_deep_line(code))))
         self.feed(code)
         return self.finish()
 

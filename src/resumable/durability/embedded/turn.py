@@ -21,6 +21,7 @@ from resumable.durability.embedded.outcome import CapturedOutput, Failure, Outco
 from resumable.errors import NonDeterminismError
 from resumable.exec.hooks import register_program_file
 from resumable.exec.rewrite import rewrite_statement
+from resumable.exec.stream_syntax import too_deep
 from resumable.exec.streaming import Statement, StatementSplitter
 
 if TYPE_CHECKING:
@@ -165,12 +166,15 @@ class Turn:
             except Exception as exc:
                 self.failure = Failure.from_exception(exc, segment, statement.line, filename)
                 return
-        rewrite_statement(tree, index, line_offset=statement.line - 1)
         register_program_file(filename)
         try:
+            rewrite_statement(tree, index, line_offset=statement.line - 1)
             code = compile(tree, filename, "exec", flags=_FLAGS, dont_inherit=True)
         except SyntaxError as exc:
             self.failure = Failure.from_syntax(exc)
+            return
+        except RecursionError:  # deeper than the rewriter or the compiler go
+            self.failure = Failure.from_syntax(too_deep(statement.line))
             return
         if ex.writes is not None:
             self._record_text()
