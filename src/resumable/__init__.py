@@ -36,6 +36,7 @@ from resumable.errors import (
     RunBusyError,
     RunNotFoundError,
     StoreError,
+    StoreFailedError,
 )
 from resumable.exec.executor import ResponseResult, StreamingPythonExecutor
 from resumable.exec.hooks import AwaitHook, DirectHook, HookBase
@@ -72,6 +73,7 @@ __all__ = [
     "Statement",
     "StatementSplitter",
     "StoreError",
+    "StoreFailedError",
     "StreamingPythonExecutor",
     "idempotency_key",
     "load_config",

@@ -25,6 +25,7 @@ import sys
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from resumable.durability.embedded.boundary import host_facing
 from resumable.durability.embedded.outcome import CapturedOutput, Failure, Outcome
 from resumable.durability.embedded.steps import StepHook, bind_tool
 from resumable.durability.embedded.turn import OUTPUT, Turn
@@ -159,6 +160,7 @@ class DurableExecutor:
         self.namespace[OUTPUT].value += text
 
     # -- turns ------------------------------------------------------------------------------
+    @host_facing
     def run_code(self, code: str) -> Outcome:
         """Run ``code`` as one turn (it is parsed whole first: a syntax error runs nothing)."""
         try:
@@ -170,6 +172,7 @@ class DurableExecutor:
         self.feed(code)
         return self.finish()
 
+    @host_facing
     def feed(self, chunk: str) -> None:
         """Take the next chunk of the turn; statements it completes run now."""
         turn = self._turn
@@ -177,6 +180,7 @@ class DurableExecutor:
             turn = self._turn = self._start_turn()
         turn.feed(chunk)
 
+    @host_facing
     def finish(self) -> Outcome:
         """End the turn: run what is left and return how it went."""
         turn = self._turn if self._turn is not None else self._start_turn()
