@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 import resumable
+from resumable.durability.embedded.boundary import host_facing, keeping_the_stop_signal
+from resumable.durability.store_faults import StoreFailed
 from resumable.errors import ResumableError, StoreFailedError
 
 TURNS = 30
@@ -107,3 +109,19 @@ def test_a_full_disk_is_a_public_error_and_opening_again_finishes(tmp_path: Path
     assert sorted(set(booked)) == list(range(TURNS))
     assert len(booked) - TURNS <= 2  # only a call in flight when the store failed, again
     assert "the code caught" not in "".join(outputs)
+
+
+def test_inside_an_integration_the_stop_signal_passes_through() -> None:
+    """An agent framework's `except Exception:` must not turn the fault into a message to
+    the model: under `keeping_the_stop_signal` the API lets the run's signal through."""
+
+    @host_facing
+    def api() -> None:
+        reason = "run r interrupted: the store's disk is full: x; free space and "
+        raise StoreFailed("r", "full", reason + "`resumable resume r`")
+
+    with pytest.raises(StoreFailedError, match="open run r again"):
+        api()
+    with keeping_the_stop_signal(), pytest.raises(StoreFailed):
+        api()
+    assert not issubclass(StoreFailed, Exception)

@@ -10,14 +10,30 @@ and the fix: the run is ``interrupted``, and opening it again continues it.
 
 from __future__ import annotations
 
+import contextvars
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar, cast
 
 from resumable.durability.store_faults import StopsOnStoreFaults, StoreFailed
 from resumable.errors import StoreFailedError
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+_KEEP_SIGNAL = contextvars.ContextVar("resumable_keep_store_signal", default=False)
+
+
+@contextmanager
+def keeping_the_stop_signal() -> Iterator[None]:
+    """Inside an integration (an agent framework that drives the executor): the API lets
+    ``StoreFailed`` through as it is, so that the framework's own ``except Exception:``
+    (which turns a tool's error into a message to the model) cannot catch it and go on."""
+    token = _KEEP_SIGNAL.set(True)
+    try:
+        yield
+    finally:
+        _KEEP_SIGNAL.reset(token)
 
 
 def public_error(failed: StoreFailed) -> StoreFailedError:
@@ -37,6 +53,8 @@ def host_facing(method: F) -> F:
         try:
             return method(*args, **kwargs)
         except StoreFailed as failed:
+            if _KEEP_SIGNAL.get():
+                raise
             raise public_error(failed) from None
 
     return cast(F, guarded)
