@@ -39,6 +39,7 @@ if _TYPE_CHECKING:
         RunBusyError,
         RunNotFoundError,
         StoreError,
+        StoreFailedError,
     )
     from resumable.exec.executor import ResponseResult, StreamingPythonExecutor
     from resumable.exec.hooks import AwaitHook, DirectHook, HookBase
@@ -75,6 +76,7 @@ __all__ = [
     "Statement",
     "StatementSplitter",
     "StoreError",
+    "StoreFailedError",
     "StreamingPythonExecutor",
     "idempotency_key",
     "load_config",
@@ -115,6 +117,7 @@ _WHERE: dict[str, str] = {
     "Statement": "resumable.exec.streaming",
     "StatementSplitter": "resumable.exec.streaming",
     "StoreError": "resumable.errors",
+    "StoreFailedError": "resumable.errors",
     "StreamingPythonExecutor": "resumable.exec.executor",
     "idempotency_key": "resumable.durability.keys",
     "load_config": "resumable.config",

@@ -11,7 +11,8 @@ The tree::
     ├── StoreError                  a store cannot be reached, read or written
     │   ├── StoreUnavailableError   connection refused, path not writable, bad credentials
     │   ├── SchemaVersionError      the store was written by a newer resumable
-    │   └── FencedError             a write carried a stale lease epoch
+    │   ├── FencedError             a write carried a stale lease epoch
+    │   └── StoreFailedError        the store failed under an open run: it stopped, resumable
     ├── RecordError                 a checkpoint record that cannot be used
     │   ├── CorruptRecordError      CRC or framing wrong, torn tail
     │   ├── IntegrityError          MAC does not verify (never unpickled)
@@ -97,6 +98,18 @@ class SchemaVersionError(StoreError):
 
 class FencedError(StoreError):
     """A write carried a lease epoch older than the run's current one: another owner took over."""
+
+
+class StoreFailedError(StoreError):
+    """The store failed under a run opened with ``open_run`` (disk full, read-only, server
+    gone, lease lost): the run stopped where it stood and is ``interrupted``; nothing more
+    of it runs in this process. Fix the store, then open the run again to continue it.
+
+    ``run_id`` names the run, ``kind`` the fault (``full``, ``read-only``, ``unreachable``,
+    ``fenced``, ``failed``).
+    """
+
+    exit_code = 75
 
 
 class RecordError(ResumableError):

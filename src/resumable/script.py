@@ -32,6 +32,8 @@ from resumable.errors import CodeError, ProgramError
 from resumable.exec.executor import StreamingPythonExecutor
 from resumable.exec.loop_run import loop_run_names, refused_loop_run
 from resumable.exec.output import ProgramOutput
+from resumable.exec.stream_syntax import TOO_DEEP
+from resumable.exec.streaming import too_deep_line
 from resumable.store.base import RunMeta, RunStatus
 
 CHUNK = 4096
@@ -52,6 +54,11 @@ def read_script(path: Path) -> str:
             f"{path}:{exc.lineno}: the script does not parse: {exc.msg}; fix it and run again",
             path=str(path),
             line=exc.lineno,
+        ) from None
+    except RecursionError:
+        line = too_deep_line(source)
+        raise ProgramError(
+            f"{path}:{line}: {TOO_DEEP}", path=str(path), line=line or None
         ) from None
     _refuse_loop_start(tree, path)
     return source
@@ -95,7 +102,7 @@ async def exec_script(
         return _outcome("", result.error)
     store = store_for(config.durability, config)
     async with store:
-        meta = RunMeta(run_id or new_run_id(), program=str(path), kind="script")
+        meta = RunMeta(new_run_id() if run_id is None else run_id, program=str(path), kind="script")
         first = {"program": str(path), "kind": "script", "source": source}
         session = await RunSession.create(store, config, meta, first, env=env)
         if on_start is not None:

@@ -23,6 +23,7 @@ from typing import Annotated, Any, NoReturn, TextIO, TypeVar
 import typer
 from rich.console import Console
 
+from resumable.cli.dash_ids import DashIdGroup
 from resumable.config import Config, load_config
 from resumable.durability import hashseed, interrupts
 from resumable.durability.records import RecordCodec
@@ -38,6 +39,7 @@ T = TypeVar("T")
 
 app = typer.Typer(
     name="resumable",
+    cls=DashIdGroup,
     help="Durable execution for LLM-written Python: a checkpoint at every await.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,

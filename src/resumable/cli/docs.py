@@ -21,7 +21,9 @@ HEAD = """\
 
 Run ids, everywhere and in every store: letters, digits, `-`, `_` and `.` (not
 first), at most 200 characters; anything else (an empty id from an unset shell
-variable, a newline) is refused before anything is created or looked up.
+variable, a newline) is refused before anything is created or looked up. An id that
+starts with `-` goes after `--`, as in `resumable show -- -x`; without it the command
+says so in one line (exit 2).
 
 Every command takes `--config PATH` (default: `./playbooks.toml`, or the file named
 by `RESUMABLE_CONFIG`). stdout carries only what the program prints, or JSON with

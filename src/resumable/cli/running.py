@@ -120,6 +120,13 @@ def _start(
     anything else (the process may start again with it); the run's id is announced on
     stderr before the status display takes it over.
     """
+    if run_id is not None:  # an empty --run-id (an unset variable) is an error, not "new id"
+        from resumable.store.common import check_run_id
+
+        try:
+            check_run_id(run_id)
+        except UsageError as error:
+            _fail(error)
     try:
         program = resolve_program(program)
     except OSError as exc:  # a name longer than the file system allows (ENAMETOOLONG)

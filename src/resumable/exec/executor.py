@@ -27,6 +27,7 @@ from resumable.errors import CodeError
 from resumable.exec.hooks import HOOK_NAME, AwaitHook, DirectHook, register_program_file
 from resumable.exec.loop_run import await_loop_runs
 from resumable.exec.rewrite import rewrite_statement
+from resumable.exec.stream_syntax import too_deep
 from resumable.exec.streaming import Statement, StatementSplitter
 
 _FLAGS = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
@@ -184,6 +185,12 @@ class StreamingPythonExecutor:
             await self.observer.statement_finished(statement, index, error)
 
     def _compile(self, statement: Statement, index: int) -> Any:
+        try:
+            return self._compile_deep(statement, index)
+        except RecursionError:  # a tree deeper than the parser, rewriter or compiler go
+            raise too_deep(statement.line) from None
+
+    def _compile_deep(self, statement: Statement, index: int) -> Any:
         if statement.tree is not None:  # the splitter parsed it already (a fresh tree each)
             tree = ast.Module(body=statement.tree, type_ignores=[])
         else:

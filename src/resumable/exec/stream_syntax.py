@@ -16,6 +16,19 @@ import warnings
 from resumable.exec.statement import Statement
 
 FILENAME = "<stream>"
+
+TOO_DEEP = (
+    "the statement is nested too deeply for Python to compile (RecursionError); "
+    "split it into smaller statements"
+)
+"""The error of a statement whose tree is deeper than Python's parser or compiler goes."""
+
+
+def too_deep(line: int) -> SyntaxError:
+    """A statement at ``line`` too deep to parse or compile, as a syntax error naming it."""
+    return SyntaxError(TOO_DEEP, (FILENAME, line, 1, None, line, 2))
+
+
 """The file name every error of the stream carries."""
 
 _LINE_REF = re.compile(r"\b(on line|at line) (\d+)")
@@ -49,6 +62,8 @@ def parse_piece(source: str, line: int, col: int) -> list[ast.stmt]:
         raise _relocate(exc, line, col, 0) from None
     except ValueError as exc:  # null bytes, before 3.12
         raise syntax_error(SyntaxError, str(exc), line, col, None) from None
+    except RecursionError:
+        raise too_deep(line) from None
 
 
 def try_parse(source: str) -> SyntaxError | None:
@@ -61,6 +76,8 @@ def try_parse(source: str) -> SyntaxError | None:
             return exc
         except ValueError as exc:
             return SyntaxError(str(exc), (FILENAME, 1, 1, None, 1, 2))
+        except RecursionError:
+            return too_deep(1)
     return None
 
 

@@ -53,6 +53,7 @@ from resumable.exec.stream_syntax import (
     QUOTE,
     SEMI,
     TOKEN,
+    TOO_DEEP,
     WORD,
     check_header,
     parse_piece,
@@ -62,7 +63,7 @@ from resumable.exec.stream_syntax import (
     try_parse,
 )
 
-__all__ = ["Statement", "StatementSplitter"]
+__all__ = ["Statement", "StatementSplitter", "too_deep_line"]
 
 
 # What is pending: nothing, a compound statement, or decorators awaiting their def/class.
@@ -377,3 +378,15 @@ class StatementSplitter:
         self._parts = []
         self._gap = []
         self._probe = False
+
+
+def too_deep_line(source: str) -> int:
+    """The line of the first statement of ``source`` too deep for Python to parse (0: the
+    first statement that fails does so for another reason, or none fails)."""
+    splitter = StatementSplitter()
+    try:
+        splitter.feed(source)
+        splitter.close()
+    except SyntaxError as exc:
+        return (exc.lineno or 0) if exc.msg == TOO_DEEP else 0
+    return 0

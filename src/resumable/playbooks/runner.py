@@ -96,7 +96,9 @@ async def run_program(
     provider = _provider(config, path, env)
     store = store_for(config.durability, config)
     async with store:
-        meta = RunMeta(run_id or new_run_id(), program=str(path), kind="playbook")
+        meta = RunMeta(
+            new_run_id() if run_id is None else run_id, program=str(path), kind="playbook"
+        )
         session = await RunSession.create(store, config, meta, first_record(path, program), env=env)
         if on_start is not None:
             on_start(session.run_id)

@@ -34,6 +34,7 @@ from resumable.store.base import Lease, ReadResult, RunMeta, RunSummary, StoredR
 from resumable.store.common import RUN_ID, check_run_id
 from resumable.store.filesystem_owner import OwnedRun, busy_error, is_locked, try_lock
 from resumable.store.heads import open_head, read_head, store_head
+from resumable.store.meta_check import check_meta_json
 from resumable.store.segments import (
     drop_covered,
     encode_frames,
@@ -184,7 +185,9 @@ class RunFolders:
                 ) from None
             raise self._not_found(run_dir.name) from None
         try:
-            meta = RunMeta.from_json(json.loads(raw))
+            data = json.loads(raw)
+            check_meta_json(data)
+            meta = RunMeta.from_json(data)
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise StoreError(
                 f"run {run_dir.name}: its metadata ({run_dir / 'meta.json'}) is damaged "

@@ -44,6 +44,7 @@ from resumable.store.common import (
     lease_lost,
     not_found,
 )
+from resumable.store.meta_check import check_meta_json
 from resumable.store.redis_connection import RedisConnection
 
 _SEQ = struct.Struct(">Q")
@@ -255,6 +256,7 @@ def _meta_from_hash(run_id: str, fields: dict[bytes, bytes], url: str) -> RunMet
             epoch=int(fields.get(b"epoch", 0)),
             owner=owner.decode() if owner else None,
         )
+        check_meta_json(data)
         return RunMeta.from_json(data)
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise damaged_meta(run_id, url, exc) from None

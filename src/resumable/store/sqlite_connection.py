@@ -13,6 +13,7 @@ import functools
 import os
 import secrets
 import sqlite3
+import warnings
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -222,6 +223,7 @@ class SQLiteConnection:
         return self._mac_key
 
     def _load_mac_key(self) -> bytes:
+        self._check_private()
         if self.read_only:
             row = (
                 self._connection()
@@ -237,6 +239,35 @@ class SQLiteConnection:
             return bytes(
                 db.execute("SELECT value FROM settings WHERE name='mac_key'").fetchone()[0]
             )
+
+    def _check_private(self) -> None:
+        """The database holds the MAC key: whoever can read it (or write it, or its folder)
+        can forge records that resume unpickles. Such a store is refused for writing, with
+        the chmod that fixes it, and said in a warning when only reading."""
+        problems = []
+        for path in (self.path, self.path.with_name(self.path.name + "-wal")):
+            with contextlib.suppress(FileNotFoundError):
+                mode = path.stat().st_mode & 0o777
+                if mode & 0o077:
+                    problems.append(
+                        f"{path} holds its MAC key and can be read or written by other users "
+                        f"(mode {mode:o}): chmod 600 {path}"
+                    )
+        folder = self.path.parent
+        mode = folder.stat().st_mode & 0o7777
+        if mode & 0o002 and not mode & 0o1000:  # a sticky world-writable folder (/tmp) is fine
+            problems.append(
+                f"its folder {folder} can be written by anyone (mode {mode:o}): chmod 700 {folder}"
+            )
+        if not problems:
+            return
+        message = f"checkpoint store {self.path} is not private: {'; '.join(problems)}"
+        if self.read_only:
+            warnings.warn(message, RuntimeWarning, stacklevel=2)
+            return
+        raise UsageError(
+            f"{message} (another local user could forge its records)", path=str(self.path)
+        )
 
     def _not_found(self, run_id: str) -> ResumableError:
         """No such run - or one that acknowledged records the database no longer has."""

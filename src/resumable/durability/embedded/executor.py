@@ -20,10 +20,12 @@ from __future__ import annotations
 import ast
 import asyncio
 import builtins
+import keyword
 import sys
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from resumable.durability.embedded.boundary import host_facing
 from resumable.durability.embedded.outcome import CapturedOutput, Failure, Outcome
 from resumable.durability.embedded.steps import StepHook, bind_tool
 from resumable.durability.embedded.turn import OUTPUT, Turn
@@ -32,11 +34,25 @@ from resumable.durability.interleaving import replay_order
 from resumable.durability.journal import FrameRecorder
 from resumable.durability.state import FrameState
 from resumable.durability.tasks import install_task_keys
+from resumable.errors import UsageError
 from resumable.exec.hooks import HOOK_NAME
-from resumable.exec.streaming import Statement
+from resumable.exec.stream_syntax import too_deep
+from resumable.exec.streaming import Statement, too_deep_line
 
 if TYPE_CHECKING:
     from resumable.durability.embedded.run import DurableRun
+
+
+def check_tool_name(name: object) -> None:
+    """Refuse a tool name the code could not call by it (not an identifier, or a keyword)."""
+    if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
+        shown = repr(name) if len(repr(name)) <= 60 else repr(name)[:57] + "..."
+        raise UsageError(
+            f"invalid tool name {shown}: the code calls a tool by its name, so it must be a "
+            "Python identifier that is not a keyword (letters, digits and '_', not first a "
+            "digit); rename it",
+            value=str(name)[:200],
+        )
 
 
 class DurableExecutor:
@@ -85,7 +101,13 @@ class DurableExecutor:
 
     # -- the namespace ----------------------------------------------------------------------
     def bind_tools(self, tools: Mapping[str, Callable[..., Any]]) -> None:
-        """Bind host callables as steps; they are never checkpointed, and rebound on resume."""
+        """Bind host callables as steps; they are never checkpointed, and rebound on resume.
+
+        Each name must be one the code can call: a Python identifier that is not a keyword
+        (anything else raises UsageError, before any tool is bound).
+        """
+        for name in tools:
+            check_tool_name(name)
         for name, tool in tools.items():
             self.tools[name] = tool
             self.namespace[name] = self._bound(name, tool)
@@ -138,15 +160,19 @@ class DurableExecutor:
         self.namespace[OUTPUT].value += text
 
     # -- turns ------------------------------------------------------------------------------
+    @host_facing
     def run_code(self, code: str) -> Outcome:
         """Run ``code`` as one turn (it is parsed whole first: a syntax error runs nothing)."""
         try:
             ast.parse(code)
         except SyntaxError as exc:
             return Outcome(None, "", Failure.from_syntax(exc), final=False)
+        except RecursionError:  # too deep to parse: the statement it is in is named
+            return Outcome(None, "", Failure.from_syntax(too_deep(too_deep_line(code))))
         self.feed(code)
         return self.finish()
 
+    @host_facing
     def feed(self, chunk: str) -> None:
         """Take the next chunk of the turn; statements it completes run now."""
         turn = self._turn
@@ -154,6 +180,7 @@ class DurableExecutor:
             turn = self._turn = self._start_turn()
         turn.feed(chunk)
 
+    @host_facing
     def finish(self) -> Outcome:
         """End the turn: run what is left and return how it went."""
         turn = self._turn if self._turn is not None else self._start_turn()

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from resumable.durability.divergence import ReplayDiverged
+from resumable.durability.embedded.boundary import refuse_effects_after
 from resumable.durability.recording import NEW_MODEL, record_value
 from resumable.durability.state import AwaitEntry
 from resumable.errors import NonDeterminismError
@@ -53,6 +54,7 @@ class HostJournal:
         found = self._answer(key, site, ns)
         if found is not _NOTHING:
             return found  # type: ignore[no-any-return]
+        refuse_effects_after(self.run.session_or_fail().manager)  # the store failed: no call
         try:
             result = thunk()
         except Exception as exc:

@@ -17,6 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from resumable.durability.embedded.boundary import host_facing, public_error
+from resumable.durability.store_faults import StoreFailed
+
 if TYPE_CHECKING:
     from resumable.durability.embedded.run import DurableRun
 
@@ -33,6 +36,7 @@ class DurableLLM(Generic[R]):
         self.call = call
         self.name = name
 
+    @host_facing
     def __call__(self, *args: Any, **kwargs: Any) -> R:
         journal = self.run.journal(f"llm:{self.name}")
         return journal.call(self.name, lambda: self.call(*args, **kwargs))
@@ -56,6 +60,7 @@ class DurableStream:
         self.call = call
         self.name = name
 
+    @host_facing
     def __call__(self, *args: Any, **kwargs: Any) -> Iterator[str]:
         """The response's chunks: recorded ones first, then the client's continuation."""
         journal = self.run.journal(f"llm:{self.name}")
@@ -70,8 +75,11 @@ class DurableStream:
         self, journal: Any, key: int, chunks: list[str], args: Any, kwargs: Any
     ) -> Iterator[str]:
         yield from chunks
-        for chunk in self.call(*args, prefix="".join(chunks), **kwargs):
-            journal.write(f"{key}:{len(chunks)}", self.name, chunk)
-            chunks.append(chunk)
-            yield chunk
-        journal.write(key, self.name, "".join(chunks))
+        try:
+            for chunk in self.call(*args, prefix="".join(chunks), **kwargs):
+                journal.write(f"{key}:{len(chunks)}", self.name, chunk)
+                chunks.append(chunk)
+                yield chunk
+            journal.write(key, self.name, "".join(chunks))
+        except StoreFailed as failed:
+            raise public_error(failed) from None

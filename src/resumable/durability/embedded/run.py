@@ -25,6 +25,7 @@ from urllib.parse import unquote, urlsplit
 
 from resumable.config import Config, load_config
 from resumable.durability import hashseed
+from resumable.durability.embedded.boundary import host_facing
 from resumable.durability.embedded.journal import HostJournal
 from resumable.durability.embedded.llm import DurableLLM, DurableStream
 from resumable.durability.embedded.loop import LoopThread
@@ -41,6 +42,7 @@ from resumable.durability.snapshot import Snapshotter
 from resumable.durability.state import FrameState, RunState
 from resumable.errors import RunBusyError, RunNotFoundError, UsageError
 from resumable.store.base import CheckpointStore, RunMeta
+from resumable.store.common import check_run_id
 from resumable.store.urls import parse_store_url
 
 _log = logging.getLogger("resumable")
@@ -81,6 +83,7 @@ def store_settings(store: str | os.PathLike[str]) -> dict[str, str]:
     return {"store": kind, "path": "", "url": options["url"]}
 
 
+@host_facing
 def open_run(
     run_id: str,
     *,
@@ -96,6 +99,7 @@ def open_run(
     """
     if not run_id or not isinstance(run_id, str):
         raise UsageError(f"run id {run_id!r} is not a run id: give a non-empty string")
+    check_run_id(run_id)  # a line break or a control character: refused before any store
     environ = dict(os.environ if env is None else env)
     base = config if config is not None else load_config(env=environ)
     settings = dataclasses.replace(base.durability, **store_settings(store))  # type: ignore[arg-type]
@@ -263,6 +267,7 @@ class DurableRun:
             journal = self._journals[kind] = HostJournal(self, kind)
         return journal
 
+    @host_facing
     def complete(self, result: Any = None) -> None:
         """Record the run's result and mark it completed."""
         session = self.session_or_fail()
@@ -270,6 +275,7 @@ class DurableRun:
         self.write([("await", "host:result", body)], blobs)
         self.loop.call(session.set_status("completed", {"result": repr(result)[:2000]}))
 
+    @host_facing
     def fail(self, message: str) -> None:
         """Mark the run failed with ``message``; a failed run is never run again."""
         self.loop.call(self.session_or_fail().set_status("failed", {"error": message}))
@@ -325,6 +331,7 @@ class DurableRun:
             session.hash_mismatch = None
 
     # -- closing -------------------------------------------------------------------------------
+    @host_facing
     def close(self) -> None:
         """Flush, give the run up (it stays resumable unless it finished) and stop the loop."""
         if self._closed:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import inspect
+import re
 from typing import TYPE_CHECKING, Any
 
 from resumable.durability.divergence import ReplayDiverged
@@ -21,6 +22,7 @@ from resumable.durability.embedded.outcome import CapturedOutput, Failure, Outco
 from resumable.errors import NonDeterminismError
 from resumable.exec.hooks import register_program_file
 from resumable.exec.rewrite import rewrite_statement
+from resumable.exec.stream_syntax import too_deep
 from resumable.exec.streaming import Statement, StatementSplitter
 
 if TYPE_CHECKING:
@@ -146,7 +148,7 @@ class Turn:
     def _run(self, statement: Statement, index: int) -> None:
         ex = self.ex
         nodes = statement.tree if statement.tree is not None else ast.parse(statement.source).body
-        segment = ast.get_source_segment(statement.source, nodes[0]) or statement.source.strip()
+        segment = source_segment(statement.source, nodes[0]) or statement.source.strip()
         tree = ast.Module(body=nodes, type_ignores=[])
         last = tree.body[-1]
         value_name = _value_target(last, ex._assignment_values)
@@ -165,12 +167,15 @@ class Turn:
             except Exception as exc:
                 self.failure = Failure.from_exception(exc, segment, statement.line, filename)
                 return
-        rewrite_statement(tree, index, line_offset=statement.line - 1)
         register_program_file(filename)
         try:
+            rewrite_statement(tree, index, line_offset=statement.line - 1)
             code = compile(tree, filename, "exec", flags=_FLAGS, dont_inherit=True)
         except SyntaxError as exc:
             self.failure = Failure.from_syntax(exc)
+            return
+        except RecursionError:  # deeper than the rewriter or the compiler go
+            self.failure = Failure.from_syntax(too_deep(statement.line))
             return
         if ex.writes is not None:
             self._record_text()
@@ -217,6 +222,39 @@ class Turn:
                 raise
             self.final = True
             self.value = getattr(exc, "value", None)
+
+
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+
+
+def source_segment(source: str, node: ast.AST) -> str | None:
+    """The text of ``node`` in ``source``, as ``ast.get_source_segment`` gives it, in time
+    linear in the text (that one builds each line a character at a time: a 2 MB literal
+    took over a minute). None when the node has no position or lies past the end."""
+    lineno = getattr(node, "lineno", None)
+    end_lineno = getattr(node, "end_lineno", None)
+    col = getattr(node, "col_offset", None)
+    end_col = getattr(node, "end_col_offset", None)
+    if lineno is None or end_lineno is None or col is None or end_col is None:
+        return None
+    starts = [0]  # where each line starts, up to the node's last line
+    for newline in _NEWLINE.finditer(source):
+        if len(starts) >= end_lineno:
+            break
+        starts.append(newline.end())
+    if len(starts) < end_lineno or starts[end_lineno - 1] >= len(source) or lineno < 1:
+        return None
+    begin = _column(source, starts[lineno - 1], col)
+    return source[begin : _column(source, starts[end_lineno - 1], end_col)]
+
+
+def _column(source: str, line_start: int, offset: int) -> int:
+    """Where in ``source`` the UTF-8 byte ``offset`` of the line at ``line_start`` falls."""
+    found = _NEWLINE.search(source, line_start)
+    line = source[line_start : found.start() if found else len(source)]
+    if line.isascii():
+        return line_start + min(offset, len(line))
+    return line_start + len(line.encode()[:offset].decode(errors="ignore"))
 
 
 def _value_target(node: ast.stmt, assignments: bool) -> str | None:

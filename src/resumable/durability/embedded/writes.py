@@ -16,6 +16,7 @@ import asyncio
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from resumable.durability.embedded.boundary import refuse_effects_after
 from resumable.durability.state import RunState
 
 if TYPE_CHECKING:
@@ -65,7 +66,9 @@ class CodeFrameWrites:
 
     # -- the manager's face ----------------------------------------------------------------
     def settle(self) -> None:
-        """Every write is durable when it returns: nothing is in flight."""
+        """Before an effect: every write is durable when it returns (nothing is in flight),
+        and once the store failed no step or foreign await starts (as in a script)."""
+        refuse_effects_after(self._run.session_or_fail().manager)
 
     async def flush(self) -> None:
         self.push()

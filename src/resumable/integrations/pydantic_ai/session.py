@@ -28,6 +28,7 @@ from pydantic_ai.messages import ToolCallPart, ToolReturn
 from pydantic_ai.tool_manager import ToolManager
 from pydantic_ai.tools import ToolDenied
 
+from resumable.durability.embedded.boundary import keeping_the_stop_signal
 from resumable.durability.embedded.executor import DurableExecutor
 from resumable.durability.embedded.outcome import Outcome
 from resumable.durability.steps import journaled
@@ -170,7 +171,9 @@ class CodeSession:
         """Run ``code`` as the next turn of the namespace (on a worker thread)."""
         executor = self.executor
         executor.bind_tools(tools)
-        worker = self.worker = asyncio.ensure_future(asyncio.to_thread(executor.run_code, code))
+        with keeping_the_stop_signal():  # the worker's context: a store fault stays the signal
+            worker = asyncio.ensure_future(asyncio.to_thread(executor.run_code, code))
+        self.worker = worker
         try:
             return await asyncio.shield(worker)
         except asyncio.CancelledError:

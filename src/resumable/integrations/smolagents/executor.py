@@ -31,6 +31,7 @@ from smolagents.local_python_executor import (
 )
 from smolagents.utils import BASE_BUILTIN_MODULES, truncate_content
 
+from resumable.durability.embedded.boundary import keeping_the_stop_signal
 from resumable.durability.embedded.executor import DurableExecutor
 from resumable.durability.embedded.outcome import Failure
 from resumable.durability.embedded.turn import OUTPUT
@@ -159,7 +160,7 @@ class DurablePythonExecutor(PythonExecutor):  # type: ignore[misc]
 
     def __call__(self, code_action: str) -> CodeOutput:
         deadline = Deadline(self.timeout_seconds)
-        with deadline:
+        with deadline, keeping_the_stop_signal():
             outcome = self.code.run_code(code_action)
         logs = truncate_content(outcome.output, max_length=self.max_print_outputs_length)
         self.state[OUTPUT].value = logs
