@@ -120,18 +120,21 @@ class SQLiteConnection:
         conn.execute("PRAGMA foreign_keys=ON")
         with self._transaction() as db:
             version = db.execute("PRAGMA user_version").fetchone()[0]
-            if version > SCHEMA_VERSION:
-                raise SchemaVersionError(
-                    f"the SQLite store {self.path} has schema version {version}, written by a "
-                    f"newer resumable (this one knows {SCHEMA_VERSION}); upgrade resumable",
-                    path=str(self.path),
-                    version=version,
-                )
+            self._refuse_newer(version)
             if version == 0:
                 # Not executescript: it would commit the open transaction first.
                 for statement in filter(str.strip, _SCHEMA.split(";")):
                     db.execute(statement)
                 db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+    def _refuse_newer(self, version: int) -> None:
+        if version > SCHEMA_VERSION:
+            raise SchemaVersionError(
+                f"the SQLite store {self.path} has schema version {version}, written by a "
+                f"newer resumable (this one knows {SCHEMA_VERSION}); upgrade resumable",
+                path=str(self.path),
+                version=version,
+            )
 
     def _open_to_read(self) -> None:
         if not self.path.is_file():
@@ -160,13 +163,7 @@ class SQLiteConnection:
                 f"cannot read the SQLite store {self.path}: {err}", path=str(self.path)
             ) from err
         self._conn = conn
-        if version > SCHEMA_VERSION:
-            raise SchemaVersionError(
-                f"the SQLite store {self.path} has schema version {version}, written by a "
-                f"newer resumable (this one knows {SCHEMA_VERSION}); upgrade resumable",
-                path=str(self.path),
-                version=version,
-            )
+        self._refuse_newer(version)
         if version == 0:
             raise UsageError(
                 f"{self.path} is not a resumable SQLite store (it has no runs table); check "
