@@ -29,6 +29,7 @@ from resumable.durability.session import (
 from resumable.durability.state import FrameState, RunState
 from resumable.durability.written_files import WrittenFiles
 from resumable.errors import CodeError, ProgramError
+from resumable.exec.depth import room_to_parse, room_to_walk
 from resumable.exec.executor import StreamingPythonExecutor
 from resumable.exec.loop_run import loop_run_names, refused_loop_run
 from resumable.exec.output import ProgramOutput
@@ -48,7 +49,8 @@ def read_script(path: Path) -> str:
     except (OSError, UnicodeDecodeError) as exc:
         raise ProgramError(f"{path}: cannot be read ({exc})", path=str(path)) from None
     try:
-        tree = ast.parse(source, str(path))
+        with room_to_parse(source):  # as deep as `python` parses a script
+            tree = ast.parse(source, str(path))
     except SyntaxError as exc:
         raise ProgramError(
             f"{path}:{exc.lineno}: the script does not parse: {exc.msg}; fix it and run again",
@@ -60,7 +62,8 @@ def read_script(path: Path) -> str:
         raise ProgramError(
             f"{path}:{line}: {TOO_DEEP}", path=str(path), line=line or None
         ) from None
-    _refuse_loop_start(tree, path)
+    with room_to_walk(source):  # its walk recurses per level
+        _refuse_loop_start(tree, path)
     return source
 
 
@@ -75,7 +78,8 @@ def _refuse_loop_start(tree: ast.Module, path: Path) -> None:
 def _loop_runs(source: str) -> frozenset[str]:
     """The names the script calls ``asyncio.run`` by (its calls run as awaits)."""
     try:
-        return loop_run_names(ast.parse(source))
+        with room_to_parse(source):
+            return loop_run_names(ast.parse(source))
     except SyntaxError:  # the executor reports it, at its statement
         return frozenset()
 

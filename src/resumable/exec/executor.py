@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from resumable.errors import CodeError
+from resumable.exec.depth import room_to_walk
 from resumable.exec.hooks import HOOK_NAME, AwaitHook, DirectHook, register_program_file
 from resumable.exec.loop_run import await_loop_runs
 from resumable.exec.rewrite import rewrite_statement
@@ -186,7 +187,8 @@ class StreamingPythonExecutor:
 
     def _compile(self, statement: Statement, index: int) -> Any:
         try:
-            return self._compile_deep(statement, index)
+            with room_to_walk(statement.source):  # the rewrite and compile recurse per level
+                return self._compile_deep(statement, index)
         except RecursionError:  # a tree deeper than the parser, rewriter or compiler go
             raise too_deep(statement.line) from None
 

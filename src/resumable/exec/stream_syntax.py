@@ -13,6 +13,7 @@ import ast
 import re
 import warnings
 
+from resumable.exec.depth import room_to_parse
 from resumable.exec.statement import Statement
 
 FILENAME = "<stream>"
@@ -57,7 +58,8 @@ def syntax_error(
 def parse_piece(source: str, line: int, col: int) -> list[ast.stmt]:
     """Parse a statement; a failure is re-raised with its place in the whole stream."""
     try:
-        return ast.parse(source, FILENAME).body
+        with room_to_parse(source):
+            return ast.parse(source, FILENAME).body
     except SyntaxError as exc:
         raise _relocate(exc, line, col, 0) from None
     except ValueError as exc:  # null bytes, before 3.12
@@ -71,7 +73,8 @@ def try_parse(source: str) -> SyntaxError | None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            ast.parse(source, FILENAME)
+            with room_to_parse(source):
+                ast.parse(source, FILENAME)
         except SyntaxError as exc:
             return exc
         except ValueError as exc:

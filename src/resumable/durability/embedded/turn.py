@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from resumable.durability.divergence import ReplayDiverged
 from resumable.durability.embedded.outcome import CapturedOutput, Failure, Outcome
 from resumable.errors import NonDeterminismError
+from resumable.exec.depth import room_to_walk
 from resumable.exec.hooks import register_program_file
 from resumable.exec.rewrite import rewrite_statement
 from resumable.exec.stream_syntax import too_deep
@@ -169,8 +170,9 @@ class Turn:
                 return
         register_program_file(filename)
         try:
-            rewrite_statement(tree, index, line_offset=statement.line - 1)
-            code = compile(tree, filename, "exec", flags=_FLAGS, dont_inherit=True)
+            with room_to_walk(statement.source):  # the rewrite and compile recurse per level
+                rewrite_statement(tree, index, line_offset=statement.line - 1)
+                code = compile(tree, filename, "exec", flags=_FLAGS, dont_inherit=True)
         except SyntaxError as exc:
             self.failure = Failure.from_syntax(exc)
             return
