@@ -8,6 +8,7 @@ changed since, and it is fed to the executor in chunks as a stream would be.
 from __future__ import annotations
 
 import ast
+import asyncio
 import contextlib
 import sys
 from collections.abc import Callable, Iterator, Mapping
@@ -176,6 +177,16 @@ async def drive_script(
             result = await _feed(executor, source[offset:])
         except SystemExit as exit_:
             return await _exited(session, exit_)
+        except asyncio.CancelledError:
+            if recorder.exits.exit is None:
+                raise
+            # A task's sys.exit() left the event loop, which cancels every task on its way
+            # out (this one's statement too, as it would the program's under `python`): the
+            # run ends with that exit, its output printed, as a script's does.
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            return await _exited(session, recorder.exits.exit)
     await session.manager.flush()
     outcome = _outcome(session.run_id, result.error)
     detail = {"error": result.error.message} if result.error else {}

@@ -10,10 +10,9 @@ answered from the log, in the order the results arrived before the crash
 must be the site replay reaches there, else the run stops with NonDeterminismError.
 
 An await the hook lets through costs nothing (:meth:`FrameRecorder.await_` returns a program
-coroutine itself); replay discards the awaitable it does not need. An await journaled "not
-replayable" (its result cannot be pickled) or "transparent" (a foreign await that ran program
-code, :mod:`resumable.durability.scopes`) runs again on resume.
-"""
+coroutine itself); replay discards the awaitable it does not need. Awaits journaled "not
+replayable" (results that cannot be pickled) or "transparent" (foreign awaits that ran program
+code, :mod:`resumable.durability.scopes`) run again on resume."""
 
 from __future__ import annotations
 
@@ -41,6 +40,7 @@ from resumable.durability.order import ReplayOrder
 from resumable.durability.recording import NEW_MODEL, discard, legacy_leaves, record_value
 from resumable.durability.state import AwaitEntry, Position
 from resumable.durability.tail import ends_statement, tail_await_site
+from resumable.durability.task_exit import TaskExits
 from resumable.durability.tasks import (
     Key,
     TaskCursor,
@@ -110,10 +110,10 @@ class FrameRecorder(HookBase):
         (a playbook that ran beside the program's tasks: its code is the program's)."""
         self._index = -1
         self._tail_site: str | None = None
-        self._generation = 0
-        self._live = False
+        self._generation, self._live = 0, False
         self._task_names = task_names
         self._key_prefix = f"{manager.run_id}/{frame_id}/"
+        self.exits = TaskExits()
 
     # -- what task cursors report to (resumable.durability.tasks.KeyedJournal) ---------
     def live(self, cursor: TaskCursor) -> bool:
@@ -125,9 +125,9 @@ class FrameRecorder(HookBase):
     def track(self, cursor: TaskCursor, task: asyncio.Task[Any]) -> None:
         """A task spawned by program code: a boundary it outlives opens a replay window."""
         self._generations.track(cursor.statement, task)
-        tasks = self.manager.tasks
-        tasks.add(task)
-        task.add_done_callback(tasks.discard)
+        self.manager.tasks.add(task)
+        task.add_done_callback(self.manager.tasks.discard)
+        self.exits.watch(task)  # a sys.exit() in it ends the run (task_exit)
 
     def _position(self, generation: int) -> Position:
         """The statement (turn, index) that spawned the generation's tasks."""
