@@ -31,6 +31,8 @@ def _install(case: str, work: Path) -> str:
     """Copy a golden run into ``work`` as its store; returns the run id."""
     work.mkdir()
     shutil.copytree(GOLDEN / case / "store", work / ".resumable")
+    # git keeps no file modes: the key is made private again, as a restored store's must be
+    (work / ".resumable" / "key").chmod(0o600)
     if (GOLDEN / case / "playbooks.toml").exists():
         shutil.copy(GOLDEN / case / "playbooks.toml", work / "playbooks.toml")
     (run,) = (work / ".resumable" / "runs").iterdir()
