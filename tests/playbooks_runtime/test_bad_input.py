@@ -30,6 +30,8 @@ GREET = ['await Return(f"Hello, {name}")\n']
 
 
 def _runs(cwd: Path) -> list[dict[str, object]]:
+    if not (cwd / ".resumable").exists():  # a refusal that made no store left no run
+        return []
     listed = cli(["runs", "--json"], cwd)
     assert listed.code == 0, listed.stderr
     rows: list[dict[str, object]] = json.loads(listed.stdout)
