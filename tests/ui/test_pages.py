@@ -84,7 +84,8 @@ def test_the_status_filter_keeps_only_runs_of_that_status(page: Any, base_url: s
     assert page.locator("#no-runs").inner_text() == "No pending runs in this store."
     assert page.goto(base_url + "/?status=lost").status == 400
     assert page.locator("#problem .alert").inner_text() == (
-        f"status='lost' is not a status; use one of {', '.join([*STATUSES, 'crashed'])}"
+        f"status='lost' is not a status; use one of "
+        f"{', '.join([*STATUSES, 'crashed', 'interrupted'])}"
     )
 
 

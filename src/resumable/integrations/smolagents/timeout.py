@@ -66,9 +66,34 @@ class Deadline:
         with self._lock:
             self._done = True
             if self.expired:
-                _raise_in(self._thread, None)  # one not delivered yet is dropped
+                _drop_undelivered(self._thread)
         if self._timer is not None:
             self._timer.cancel()
+
+
+class _Drained(BaseException):
+    """Replaces a timeout not delivered yet, and is caught at once (see below)."""
+
+
+def _drop_undelivered(thread: int) -> None:
+    """Drop a timeout raised in ``thread`` and not delivered yet.
+
+    Clearing it with ``PyThreadState_SetAsyncExc(thread, NULL)`` would leave CPython 3.11's
+    eval breaker armed for good (the interpreter then checks for pending work at every
+    instruction, and a traced coroutine can spin on it). So the current thread replaces it
+    with an exception of its own and takes delivery of that one in a loop: delivering it
+    disarms the breaker.
+    """
+    if thread != threading.get_ident():  # pragma: no cover - a deadline exits where it ran
+        _raise_in(thread, None)
+        return
+    try:
+        _raise_in(thread, _Drained)
+        for _ in range(1_000_000):  # delivered at once, at the latest at the first jump back
+            pass
+    except _Drained:
+        return
+    _raise_in(thread, None)  # pragma: no cover - never delivered: cleared after all
 
 
 def _raise_in(thread: int, kind: type[BaseException] | None) -> None:
