@@ -9,6 +9,7 @@ so with the path (exit 2, or a 500 naming it) and creates nothing there.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import shutil
 import subprocess
@@ -117,6 +118,13 @@ def test_the_inspector_answers_exactly_the_names_it_listens_on(tmp_path: Path) -
             assert answer.status_code == code, (name, answer.text)
 
 
+def _run_apart(coro: Any) -> Any:
+    """``asyncio.run`` on a thread of its own: the browser tests' sync API keeps a loop
+    running on this one."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
 def _server_dump(site: Site) -> dict[str, Any]:
     """Every row of the site's PostgreSQL schema, or every key (dumped) under its Redis prefix."""
 
@@ -148,7 +156,7 @@ def _server_dump(site: Site) -> dict[str, Any]:
             keys = [k async for k in client.scan_iter(match=f"{prefix}:*", count=1000)]
             return {k: await client.dump(k) for k in keys}
 
-    found = asyncio.run(postgres() if site.kind == "postgres" else redis())
+    found = _run_apart(postgres() if site.kind == "postgres" else redis())
     return {k: sorted(v) if isinstance(v, list) else v for k, v in found.items()}
 
 
@@ -196,5 +204,5 @@ def test_read_commands_and_the_inspector_leave_a_server_store_unchanged(
                 assert httpx.get(f"{url}/runs/{run_id}", timeout=30).status_code == 200
         assert _server_dump(site) == before
     finally:
-        asyncio.run(site.cleanup())
-        asyncio.run(empty.cleanup())
+        _run_apart(site.cleanup())
+        _run_apart(empty.cleanup())
