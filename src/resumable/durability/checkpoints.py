@@ -214,8 +214,8 @@ class CheckpointManager(StopsOnStoreFaults):
     def deferred(self) -> bool:
         """True while a record is not durable yet: the record of a synchronous call waits
         for the next flush, or a boundary's fsync runs. :meth:`flush` before an effect."""
-        stopped = self.failure is not None or self.halted is not None or expired(self.lease)
-        return self._deferred or self._syncing is not None or stopped
+        busy = self._deferred or self._syncing is not None  # the clock is read last
+        return busy or self.failure is not None or self.halted is not None or expired(self.lease)
 
     @property
     def appending(self) -> asyncio.Future[None] | None:

@@ -87,6 +87,8 @@ class WrittenFiles:
 
     def mark(self) -> dict[str, int] | None:
         """Flush what tracked files hold; the counts changed since the last mark."""
+        if not self._dirty and not self._changed:  # nothing written since: every record
+            return None
         dirty, self._dirty = self._dirty, {}
         for ref in dirty.values():
             handle = ref()
