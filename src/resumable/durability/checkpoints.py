@@ -24,6 +24,7 @@ import asyncio
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import msgpack
@@ -316,17 +317,16 @@ class CheckpointManager(StopsOnStoreFaults):
         crash_due = self.crash_after is not None and self.written + len(batch) >= self.crash_after
         if (background or held) and self._begin is not None and not crash_due:
             flush_output()
+            # Once written, a killed process leaves the record for the resume, which then
+            # does not print this output again: the store prints it right after its write,
+            # not after the fsync (only a power loss takes the record back: durability.md).
+            release = partial(release_program_output, mark[1]) if held and mark else None
             try:
-                append = self._begin(self.run_id, batch, self.lease)
+                append = self._begin(self.run_id, batch, self.lease, release)
             except StoreError as exc:
                 raise self._failed(exc) from exc
             if append is not None:
                 self._since_snapshot += len(batch)
-                if held and mark is not None:
-                    # Written: a killed process leaves the record for the resume, which
-                    # then does not print this output again. Print it now, not after the
-                    # fsync (only a power loss can take the record back: docs/durability.md).
-                    release_program_output(mark[1])
                 self._syncing = _Syncing(append, records, info)
                 if not background:
                     self._settle()

@@ -14,7 +14,7 @@ cannot write after another took over.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from types import TracebackType
 from typing import Any, Literal, Protocol, Self, runtime_checkable
@@ -258,11 +258,18 @@ class BeginsAppends(Protocol):
     """A store that can write records now and make them durable while the caller goes on."""
 
     def begin_append(
-        self, run_id: str, records: Sequence[StoredRecord], lease: Lease
+        self,
+        run_id: str,
+        records: Sequence[StoredRecord],
+        lease: Lease,
+        written: Callable[[], None] | None = None,
     ) -> AppendInProgress | None:
         """Write ``records`` (as ``append`` would, without yielding); None: use ``append``.
 
-        Nothing may count them durable, nor act as if they were, before ``wait()`` returned.
+        ``written`` is called as soon as the records have reached the operating system,
+        before anything else happens (the held program output goes out there: the window
+        in which a kill loses it is as short as it can be). Nothing may count them durable,
+        nor act as if they were, before ``wait()`` returned.
         """
         ...
 

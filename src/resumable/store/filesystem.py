@@ -160,7 +160,11 @@ class FileStore(RunFolders, ClosedOnExit):
             raise self._error(exc, owned.log_dir.parent / "head") from exc
 
     def begin_append(
-        self, run_id: str, records: Sequence[StoredRecord], lease: Lease
+        self,
+        run_id: str,
+        records: Sequence[StoredRecord],
+        lease: Lease,
+        written: Callable[[], None] | None = None,
     ) -> FsyncInProgress | None:
         """Write ``records`` now; their fsync runs on the syncer thread until ``wait()``.
 
@@ -180,7 +184,11 @@ class FileStore(RunFolders, ClosedOnExit):
         def failure(exc: OSError, path: Any) -> Exception:
             return self._error(exc, path or segment)
 
-        owned.syncing = start_fsync(owned.fd, directory, head, owned.last_seq, failure)
+        try:
+            if written is not None:
+                written()  # before the syncer thread wakes: waking it may preempt us
+        finally:
+            owned.syncing = start_fsync(owned.fd, directory, head, owned.last_seq, failure)
         return owned.syncing
 
     def _write(self, owned: OwnedRun, records: Sequence[StoredRecord]) -> bool:
