@@ -215,8 +215,10 @@ class CheckpointManager(StopsOnStoreFaults):
     def deferred(self) -> bool:
         """True while a record is not durable yet: the record of a synchronous call waits
         for the next flush, or a boundary's fsync runs. :meth:`flush` before an effect."""
-        busy = self._deferred or self._syncing is not None  # the clock is read last
-        return busy or self.failure is not None or self.halted is not None or expired(self.lease)
+        if self._deferred or self._syncing is not None or self.failure is not None:
+            return True
+        expires = self.lease.expires_at  # the clock is read last
+        return self.halted is not None or (expires is not None and time.time() >= expires)
 
     @property
     def appending(self) -> asyncio.Future[None] | None:
@@ -257,10 +259,12 @@ class CheckpointManager(StopsOnStoreFaults):
         raised here and at every later write: the barrier may sit in program code, whose
         ``except Exception:`` must not let the run go on with a record that is not durable.
         """
-        self._check_store()
         syncing = self._syncing
         if syncing is None:
+            if self.failure is not None:
+                raise self.failure.again()
             return
+        self._check_store()
         self._syncing = None
         try:
             syncing.append.wait()

@@ -8,8 +8,9 @@ import socket
 import time
 
 from resumable.durability.tasks import current_cursor
+from resumable.exec.hooks import program_cursor
 
-__all__ = ["await_key", "idempotency_key", "in_flight"]
+__all__ = ["await_key", "flight_key", "idempotency_key", "in_flight"]
 
 in_flight: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "resumable_await", default=None
@@ -39,9 +40,19 @@ _PROCESS_KEY = f"local:{socket.gethostname()}:{os.getpid()}:{int(time.time() * 1
 _local_calls = 0
 
 
+def flight_key() -> str | None:
+    """The full key of the step (or thread) or foreign await in flight, if any: a step's
+    ``in_flight``, else the running task's cursor's (set while a foreign await runs)."""
+    key = in_flight.get()
+    if key is not None:
+        return key
+    cursor = program_cursor.get()
+    return None if cursor is None else cursor.flight
+
+
 def await_key() -> str | None:
     """The idempotency key of the await or step in flight in a durable run; None outside one."""
-    key = in_flight.get()
+    key = flight_key()
     if key is not None:
         return key
     cursor = current_cursor()

@@ -2,8 +2,8 @@
 
 While a foreign await runs, its task runs library code under the await's own scope cursor
 (``KEY^``, :mod:`resumable.durability.tasks`), so program code the library calls journals
-its awaits and steps under keys of its own, and a fresh :data:`program_ran` flag says
-whether any program code ran before the await ended. A step runs with no cursor: its body
+its awaits and steps under keys of its own, and marks the scope (its ``ran`` flag) when it
+starts: whether any program code ran before the await ended. A step runs with no cursor: its body
 is the step. So does ``asyncio.to_thread``: a function run on another thread is the
 blocking work the await stands for, journaled as one (steps and awaits journal on the
 event loop's thread only).
@@ -23,8 +23,8 @@ from typing import Any, Final
 from resumable.durability.keys import in_flight
 from resumable.durability.order import ReplayOrder
 from resumable.durability.state import AwaitEntry
-from resumable.durability.tasks import Key, TaskCursor, reset_cursor, set_cursor
-from resumable.exec.hooks import ProgramRan, RanFlag, program_ran
+from resumable.durability.tasks import Key, TaskCursor, set_cursor
+from resumable.exec.hooks import program_cursor
 
 __all__ = [
     "RUN_AGAIN",
@@ -52,26 +52,34 @@ class Scope(TaskCursor):
     and what that code marks when it starts (one object: this sits on every foreign await).
     """
 
-    __slots__ = ("_flight", "_manager", "_token", "_watch", "ran")
+    __slots__ = ("_flight", "_key", "_manager", "_token")
 
     def __init__(self, cursor: TaskCursor, key: Key, full_key: str, awaitable: object) -> None:
         self.ran = False
-        self._flight = in_flight.set(full_key)
         code = getattr(awaitable, "cr_code", None)
         entering = code is not None and code.co_name == "__aenter__"
         self._manager = _entered_manager(awaitable) if entering else None
-        self._watch: contextvars.Token[ProgramRan] | None = None
+        self._flight: contextvars.Token[str | None] | None
         if awaitable is None or code is _TO_THREAD:
-            self._token = set_cursor(None)
+            self._flight = in_flight.set(full_key)
+            self._token = program_cursor.set(None)
             return
-        # TaskCursor's fields, set here: one call less on the path of every foreign await
+        # TaskCursor's fields, set here: one call less on the path of every foreign await;
+        # its key is the cursor's flight (no context variable of its own: one set less)
+        self._flight = None
         self.journal = cursor.journal
         self.statement = cursor.statement
-        self.path = f"{key}^"
+        self._key = key
         self.count = self.spawns = 0
         self.library = True
-        self._watch = program_ran.set(self)
-        self._token = set_cursor(self)
+        self.flag = self
+        self.flight = full_key
+        self._token = program_cursor.set(self)  # the ContextVar itself: a call less
+
+    @property
+    def path(self) -> str:  # type: ignore[override]
+        """``KEY^``, made when program code inside the await needs it, not on every await."""
+        return f"{self._key}^"
 
     def outcome(self, journaled: str, value: object) -> str:
         """The await's outcome: ``journaled`` (``v``, ``e``), or transparent if program code
@@ -82,17 +90,15 @@ class Scope(TaskCursor):
         return journaled
 
     def close(self) -> None:
-        reset_cursor(self._token)
-        if self._watch is not None:
-            program_ran.reset(self._watch)
-        in_flight.reset(self._flight)
+        program_cursor.reset(self._token)
+        if self._flight is not None:
+            in_flight.reset(self._flight)
 
 
 def start_statement(cursor: TaskCursor) -> None:
-    """A statement starts in the running task: its cursor, and a flag of its own (a playbook
+    """A statement starts in the running task under its cursor, its own flag (a playbook
     frame called from another frame's foreign await runs its own code, not that await's)."""
     set_cursor(cursor)
-    program_ran.set(RanFlag())
 
 
 def _entered_manager(awaitable: object) -> object:

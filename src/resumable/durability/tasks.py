@@ -30,7 +30,7 @@ import types
 from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import Any, Protocol, TypeVar
 
-from resumable.exec.hooks import is_program_code
+from resumable.exec.hooks import ProgramRan, is_program_code, program_cursor
 
 __all__ = [
     "KeyedJournal",
@@ -87,10 +87,26 @@ class KeyedJournal(Protocol):
 class TaskCursor:
     """One task's position in its statement's journal."""
 
-    __slots__ = ("count", "journal", "library", "path", "spawns", "statement")
+    __slots__ = (
+        "count",
+        "flag",
+        "flight",
+        "journal",
+        "library",
+        "path",
+        "ran",
+        "spawns",
+        "statement",
+    )
 
     def __init__(
-        self, journal: KeyedJournal, statement: int, path: str = "", library: bool = False
+        self,
+        journal: KeyedJournal,
+        statement: int,
+        path: str = "",
+        library: bool = False,
+        flag: ProgramRan | None = None,
+        flight: str | None = None,
     ) -> None:
         self.journal = journal
         self.statement = statement
@@ -99,6 +115,12 @@ class TaskCursor:
         self.spawns = 0
         self.library = library
         """Inside a foreign await: library code runs here, program code only as its callback."""
+        self.ran = False
+        self.flag: ProgramRan = self if flag is None else flag
+        """What program code running in this task marks (exec.hooks.HookBase.entered): the
+        foreign await in flight it runs inside of, else the cursor itself (never read)."""
+        self.flight = flight
+        """The full key of the foreign await this task runs inside of (its idempotency key)."""
 
     def key(self, n: int) -> Key:
         return n if not self.path else f"{self.path}:{n}"
@@ -115,12 +137,10 @@ class TaskCursor:
     def child(self) -> TaskCursor:
         self.spawns += 1
         path = f"{self.path}.{self.spawns}" if self.path else str(self.spawns)
-        return TaskCursor(self.journal, self.statement, path, self.library)
+        return TaskCursor(self.journal, self.statement, path, self.library, self.flag, self.flight)
 
 
-_cursor: contextvars.ContextVar[TaskCursor | None] = contextvars.ContextVar(
-    "resumable_cursor", default=None
-)
+_cursor: contextvars.ContextVar[TaskCursor | None] = program_cursor  # type: ignore[assignment]
 
 
 def current_cursor() -> TaskCursor | None:

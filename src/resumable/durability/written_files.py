@@ -125,7 +125,9 @@ class WrittenFiles:
 def files_mark() -> dict[str, int] | None:
     """The current run's :meth:`WrittenFiles.mark`, if its files are counted."""
     files = _current.get()
-    return None if files is None else files.mark()
+    if files is None or not (files._dirty or files._changed):  # every record: no call
+        return None
+    return files.mark()
 
 
 def tracking() -> bool:

@@ -11,8 +11,8 @@ its ``TypeError`` messages, as CPython 3.11 words them, so a program sees the sa
 or without the hook.
 
 The rewrite also starts every function the program defines with ``__resumable__.entered()``:
-:data:`program_ran` then says whether program code ran while a foreign await was in flight
-(its own task, and the tasks it spawned, share the flag).
+:data:`program_cursor` then says whether program code ran while a foreign await was in flight
+(its own task, and the tasks it spawned, mark one flag).
 """
 
 from __future__ import annotations
@@ -33,11 +33,11 @@ __all__ = [
     "AwaitHook",
     "DirectHook",
     "HookBase",
+    "ProgramCursor",
     "ProgramRan",
-    "RanFlag",
     "is_program_code",
     "is_program_generator",
-    "program_ran",
+    "program_cursor",
     "register_program_file",
 ]
 
@@ -56,26 +56,26 @@ _PROGRAM_FILES: set[str] = set()
 
 
 class ProgramRan(Protocol):
-    """What program code marks when it starts running: ``ran`` is set to True."""
+    """What program code marks when it starts."""
 
     ran: bool
 
 
-class RanFlag:
-    """A :class:`ProgramRan` of its own."""
+class ProgramCursor(Protocol):
+    """The running task's place in the program (the durability layer's task cursor)."""
 
-    __slots__ = ("ran",)
+    flag: ProgramRan
+    """What a function the program defined marks when it starts running in this task: the
+    foreign await in flight around it, if any (shared by the tasks spawned inside it)."""
 
-    def __init__(self) -> None:
-        self.ran = False
+    flight: str | None
+    """The full key of that foreign await (its idempotency key), if any."""
 
 
-program_ran: contextvars.ContextVar[ProgramRan] = contextvars.ContextVar(
-    "resumable_program_ran",
-    default=RanFlag(),  # noqa: B039 - marked by code outside any foreign await, never read
+program_cursor: contextvars.ContextVar[ProgramCursor | None] = contextvars.ContextVar(
+    "resumable_cursor", default=None
 )
-"""A foreign await in flight sets its own :class:`ProgramRan` and reads it when the await is
-done (outside one, the shared default is marked and never read)."""
+"""The running task's cursor, set by the durability layer (None: no durable statement)."""
 
 
 def register_program_file(filename: str) -> None:
@@ -132,7 +132,9 @@ class HookBase(ABC):
 
     def entered(self) -> None:
         """A function the program defined starts running (the rewrite calls this first)."""
-        program_ran.get().ran = True
+        cursor = program_cursor.get()
+        if cursor is not None:
+            cursor.flag.ran = True
 
 
 class DirectHook(HookBase):

@@ -23,7 +23,7 @@ from typing import Any
 from resumable.config import Config
 from resumable.durability.interleaving import replay_order
 from resumable.durability.journal import FrameRecorder
-from resumable.durability.keys import in_flight
+from resumable.durability.keys import flight_key
 from resumable.durability.progress import RunProgress
 from resumable.durability.session import RunOutcome, RunSession
 from resumable.durability.snapshot import Snapshotter
@@ -177,7 +177,7 @@ class PlaybookRuntime:
 
     # -- frames -------------------------------------------------------------------------
     def _child_id(self, parent: str, name: str) -> str:
-        key = in_flight.get()
+        key = flight_key()
         prefix = f"{self.session.run_id}/"
         if key is not None and key.startswith(prefix + parent + "/"):
             base = key[len(prefix) :]
