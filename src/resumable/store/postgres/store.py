@@ -8,13 +8,13 @@ a trigger sets in the same transaction as every ``acquire`` or ``claim`` that bu
 is the lease's and the last seq is the one before the append's first, and inserts the
 records only if it did: fence, records and mark commit together, and an acquire
 racing an append waits for it on the head's row lock, or makes it match nothing
-(:mod:`.postgres_log`). The records have no foreign key to check, and the runs row is
+(:mod:`.log`). The records have no foreign key to check, and the runs row is
 neither locked nor updated. Appends from many runs of one process are committed
-together: a single writer task (:mod:`.group_commit`) takes every append waiting when
+together: a single writer task (:mod:`..group_commit`) takes every append waiting when
 it wakes and sends them as one statement (each item checked on its own, a stale one
 refused alone), then releases every waiter. Nothing waits on a timer: an append that
 finds nothing else pending is one round trip of a statement with plain parameters.
-The tables and their migrations are in :mod:`.postgres_schema`.
+The tables and their migrations are in :mod:`.schema`.
 
 ``sync``: ``fsync`` -> ``synchronous_commit = on`` (a commit is on the server's
 disk before the append returns); ``flush`` -> ``off`` (acknowledged before the WAL
@@ -42,12 +42,12 @@ from resumable.store.common import (
     split_url,
     take_option,
 )
-from resumable.store.postgres_connect import SYNC_SETTINGS
-from resumable.store.postgres_log import PostgresLog
-from resumable.store.postgres_ownership import PostgresOwnership
-from resumable.store.postgres_schema import SCHEMA_VERSION
-from resumable.store.postgres_snapshots import PostgresSnapshots
-from resumable.store.postgres_sql import RUN_COLUMNS
+from resumable.store.postgres.connect import SYNC_SETTINGS
+from resumable.store.postgres.log import PostgresLog
+from resumable.store.postgres.ownership import PostgresOwnership
+from resumable.store.postgres.schema import SCHEMA_VERSION
+from resumable.store.postgres.snapshots import PostgresSnapshots
+from resumable.store.postgres.sql import RUN_COLUMNS
 
 __all__ = ["SCHEMA_VERSION", "SYNC_SETTINGS", "PostgresStore"]
 

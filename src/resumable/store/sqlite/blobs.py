@@ -7,7 +7,7 @@ from typing import Any
 
 from resumable.store.base import Lease
 from resumable.store.common import blob_missing, check_fence, check_keep
-from resumable.store.sqlite_connection import SQLiteConnection
+from resumable.store.sqlite.connection import SQLiteConnection
 
 
 class SQLiteBlobs(SQLiteConnection):

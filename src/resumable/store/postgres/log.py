@@ -1,6 +1,6 @@
 """The PostgreSQL store's log: appends fenced at the run's head, group-committed, and reads.
 
-An append is one statement (:data:`.postgres_sql.APPEND_RECORD` and its neighbours):
+An append is one statement (:data:`.sql.APPEND_RECORD` and its neighbours):
 the update of the run's ``heads`` row that checks the lease's epoch and that the first
 new seq follows the head, and the insert of the records, which happens only if the
 update matched. That is one round trip and two row writes, as close to a bare INSERT
@@ -22,8 +22,8 @@ from resumable.errors import ResumableError, StoreError
 from resumable.store.base import Lease, ReadResult, StoredRecord, check_seqs
 from resumable.store.common import check_fence, not_found
 from resumable.store.group_commit import GroupCommit, PendingAppend
-from resumable.store.postgres_connect import DRIVER_ERRORS, PostgresConnection
-from resumable.store.postgres_sql import group_columns
+from resumable.store.postgres.connect import DRIVER_ERRORS, PostgresConnection
+from resumable.store.postgres.sql import group_columns
 
 
 class PostgresLog(PostgresConnection):

@@ -7,12 +7,12 @@ synchronous`` (``fsync`` -> FULL: the WAL is fsynced at every commit, a commit
 survives a power loss; ``flush`` -> NORMAL: the WAL is fsynced only at checkpoints,
 a commit survives the process being killed but the last commits may roll back on a
 power loss - never a corrupt file). Appends waiting at the same moment share one
-transaction, so many runs pay for one fsync (group commit, :mod:`.group_commit`).
+transaction, so many runs pay for one fsync (group commit, :mod:`..group_commit`).
 
 Loss. The ``-wal`` file is part of the store: a commit lives only there until a
 checkpoint copies it into the main file, so a lost or damaged WAL silently takes the
 last commits with it. Each run's last acknowledged seq is therefore also kept outside
-the database, in ``<file>-heads/<run_id>`` (:mod:`.heads`), and a read reports it as
+the database, in ``<file>-heads/<run_id>`` (:mod:`..heads`), and a read reports it as
 the high-water mark; the runs table's own ``last_seq`` covers rows deleted by hand.
 
 Ownership is a lease row (epoch, owner, expiry) checked inside the write
@@ -21,8 +21,8 @@ once its expiry passed, because this process is plainly alive. Several processes
 may open the same file; SQLite serialises their writes (``BEGIN IMMEDIATE`` waits
 up to ``busy_timeout`` seconds for the write lock).
 
-Modules: the file, its thread and schema in :mod:`.sqlite_connection`, blobs and
-snapshots in :mod:`.sqlite_blobs`, leases in :mod:`.sqlite_leases`.
+Modules: the file, its thread and schema in :mod:`.connection`, blobs and
+snapshots in :mod:`.blobs`, leases in :mod:`.leases`.
 """
 
 from __future__ import annotations
@@ -58,9 +58,9 @@ from resumable.store.common import (
 )
 from resumable.store.group_commit import GroupCommit, PendingAppend
 from resumable.store.heads import read_head, store_head
-from resumable.store.sqlite_blobs import SQLiteBlobs
-from resumable.store.sqlite_connection import RUN_COLUMNS
-from resumable.store.sqlite_leases import SQLiteLeases
+from resumable.store.sqlite.blobs import SQLiteBlobs
+from resumable.store.sqlite.connection import RUN_COLUMNS
+from resumable.store.sqlite.leases import SQLiteLeases
 
 
 class SQLiteStore(SQLiteBlobs, SQLiteLeases, ClosedOnExit):

@@ -32,10 +32,8 @@ from resumable.errors import (
 )
 from resumable.store.base import Lease, ReadResult, RunMeta, RunSummary, StoredRecord, check_seqs
 from resumable.store.common import RUN_ID, check_run_id
-from resumable.store.filesystem_owner import OwnedRun, busy_error, is_locked, try_lock
-from resumable.store.heads import open_head, read_head, store_head
-from resumable.store.meta_check import check_meta_json
-from resumable.store.segments import (
+from resumable.store.filesystem.owner import OwnedRun, busy_error, is_locked, try_lock
+from resumable.store.filesystem.segments import (
     drop_covered,
     encode_frames,
     fsync_dir,
@@ -48,6 +46,8 @@ from resumable.store.segments import (
     write_atomic,
     write_new,
 )
+from resumable.store.heads import open_head, read_head, store_head
+from resumable.store.meta_check import check_meta_json
 
 _DIGEST = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,199}")
 LOCK_TRIES = 10

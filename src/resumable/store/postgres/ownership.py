@@ -10,7 +10,7 @@ from dataclasses import replace
 from resumable.errors import StoreError
 from resumable.store.base import Lease
 from resumable.store.common import busy, check_run_id, lease_lost, not_found
-from resumable.store.postgres_connect import DRIVER_ERRORS, PostgresConnection
+from resumable.store.postgres.connect import DRIVER_ERRORS, PostgresConnection
 
 
 class PostgresOwnership(PostgresConnection):

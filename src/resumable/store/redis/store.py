@@ -16,9 +16,9 @@ run's keys share a slot::
     P:run:{id}:snaps       sorted set: seq -> 8-byte seq + snapshot
     P:mac_key              string
 
-The scripts are in :mod:`resumable.store.redis_scripts`; opening the server, WAITAOF
+The scripts are in :mod:`resumable.store.redis.scripts`; opening the server, WAITAOF
 (how durable an acknowledged write is) and error handling in
-:mod:`resumable.store.redis_connection`.
+:mod:`resumable.store.redis.connection`.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from resumable.store.common import (
     not_found,
 )
 from resumable.store.meta_check import check_meta_json
-from resumable.store.redis_connection import RedisConnection
+from resumable.store.redis.connection import RedisConnection
 
 _SEQ = struct.Struct(">Q")
 _SEQ_EPOCH = struct.Struct(">QQ")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from resumable.errors import RunBusyError
-from resumable.store.background_fsync import FsyncInProgress
+from resumable.store.filesystem.background_fsync import FsyncInProgress
 
 
 @dataclass(slots=True)

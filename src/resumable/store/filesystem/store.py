@@ -11,9 +11,9 @@ Layout under ``root`` (folders 0700, files 0600)::
     runs/<run_id>/quarantine/            torn or corrupt log tails, moved aside, never deleted
     runs/<run_id>/lock                   flock held by the owner; meta.lock serialises meta updates
 
-The log's framing, scanning and repair are in :mod:`resumable.store.segments`, the
-blocking work on run folders in :mod:`resumable.store.filesystem_folders` and the
-owner's lock and open segment in :mod:`resumable.store.filesystem_owner`. Because a
+The log's framing, scanning and repair are in :mod:`resumable.store.filesystem.segments`, the
+blocking work on run folders in :mod:`resumable.store.filesystem.folders` and the
+owner's lock and open segment in :mod:`resumable.store.filesystem.owner`. Because a
 segment is never reopened for writing once its writer closed it, dropping or rewriting
 old segments (``prune``) never races an append.
 
@@ -21,7 +21,7 @@ Hot path: ``append`` keeps the segment's fd open (O_APPEND) and writes a batch w
 ``os.write``; with ``sync="fsync"`` it then fsyncs - inline when the store writes one run
 (a thread hop costs as much as a fast fsync), in a thread when it writes several, so
 concurrent runs keep going. ``begin_append`` writes the batch the same way and leaves its
-fsync to the syncer thread (:mod:`resumable.store.background_fsync`): a statement's
+fsync to the syncer thread (:mod:`resumable.store.filesystem.background_fsync`): a statement's
 boundary is made durable while the next statement starts. Group commit is one level up: a run's ``CheckpointManager``
 sends every record its tasks buffered while the previous append ran as one batch (one
 write, one fsync of the run's segment per wake), and each run of the process fsyncs its
@@ -39,19 +39,19 @@ from pathlib import Path
 from typing import Any, Literal, Self, TypeVar
 
 from resumable.errors import ConfigError, StoreError, StoreUnavailableError, UsageError
-from resumable.store.background_fsync import FsyncInProgress, start_fsync
 from resumable.store.base import Lease, ReadResult, RunMeta, RunSummary, StoredRecord, check_seqs
 from resumable.store.common import ClosedOnExit
-from resumable.store.filesystem_folders import RunFolders
-from resumable.store.filesystem_owner import OwnedRun, busy_error
-from resumable.store.heads import write_head
-from resumable.store.segments import (
+from resumable.store.filesystem.background_fsync import FsyncInProgress, start_fsync
+from resumable.store.filesystem.folders import RunFolders
+from resumable.store.filesystem.owner import OwnedRun, busy_error
+from resumable.store.filesystem.segments import (
     HEADER_BYTES,
     encode_frames,
     fsync_file,
     scan_frames,
     write_atomic,
 )
+from resumable.store.heads import write_head
 
 __all__ = ["HEADER_BYTES", "FileStore", "encode_frames", "scan_frames"]
 

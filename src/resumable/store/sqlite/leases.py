@@ -11,7 +11,7 @@ import time
 
 from resumable.store.base import Lease
 from resumable.store.common import busy, check_run_id, holder_is_dead, lease_lost
-from resumable.store.sqlite_connection import SQLiteConnection
+from resumable.store.sqlite.connection import SQLiteConnection
 
 
 class SQLiteLeases(SQLiteConnection):

@@ -19,7 +19,7 @@ from redis.exceptions import AuthenticationError, RedisError, ResponseError
 
 from resumable.errors import ConfigError, StoreError, StoreUnavailableError
 from resumable.store.common import ClosedOnExit, check_sync, split_url, take_option
-from resumable.store.redis_scripts import SCRIPTS
+from resumable.store.redis.scripts import SCRIPTS
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ import asyncpg
 from resumable.errors import StoreError
 from resumable.store.base import Lease
 from resumable.store.common import blob_missing, check_fence, check_keep, not_found
-from resumable.store.postgres_connect import PostgresConnection
+from resumable.store.postgres.connect import PostgresConnection
 
 
 class PostgresSnapshots(PostgresConnection):

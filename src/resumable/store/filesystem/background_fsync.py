@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from resumable.store.filesystem.segments import fsync_file
 from resumable.store.heads import write_head
-from resumable.store.segments import fsync_file
 
 __all__ = ["FsyncInProgress", "start_fsync"]
 

@@ -1,7 +1,7 @@
 """The PostgreSQL store's connection: its URL, its pool, and how driver errors read.
 
-The store's sections (:mod:`.postgres`, :mod:`.postgres_ownership`,
-:mod:`.postgres_snapshots`) share this base: a pooled connection whose failures come
+The store's sections (:mod:`.store`, :mod:`.ownership`,
+:mod:`.snapshots`) share this base: a pooled connection whose failures come
 out as ``StoreError``, and the statements formatted for the store's schema.
 """
 
@@ -17,8 +17,8 @@ import asyncpg
 
 from resumable.errors import ConfigError, StoreError, StoreUnavailableError
 from resumable.store.common import check_sync, split_url
-from resumable.store.postgres_schema import migrate
-from resumable.store.postgres_sql import (
+from resumable.store.postgres.schema import migrate
+from resumable.store.postgres.sql import (
     APPEND_LOCKED,
     APPEND_MANY,
     APPEND_ONE,
