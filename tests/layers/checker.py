@@ -94,3 +94,99 @@ def violations(root: Path, package: str = "resumable") -> list[Violation]:
             elif RANKS[target] >= RANKS[own]:
                 out.append(Violation(module, line, name))
     return out
+
+
+# -- import circles ---------------------------------------------------------------------------
+
+
+def modules_of(root: Path, package: str) -> dict[str, Path]:
+    """Every module of ``package`` under ``root`` by dotted name (a package by its ``__init__``)."""
+    found: dict[str, Path] = {}
+    for path in sorted((root / package).rglob("*.py")):
+        parts = path.relative_to(root).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join(parts)] = path
+    return found
+
+
+def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
+    """Which of ``modules`` each one imports, every import counted (lazy and TYPE_CHECKING too).
+
+    ``from a.b import c`` names the module ``a.b.c`` when there is one, else ``a.b``; an
+    import of a module does not count as an import of its package's ``__init__``.
+    """
+    graph: dict[str, set[str]] = {}
+    for module, path in modules.items():
+        is_package = path.name == "__init__.py"
+        edges: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = module.split(".")
+                    base = base[: len(base) - node.level + (1 if is_package else 0)]
+                    name = ".".join([*base, node.module] if node.module else base)
+                else:
+                    name = node.module or ""
+                names = [
+                    f"{name}.{alias.name}" if f"{name}.{alias.name}" in modules else name
+                    for alias in node.names
+                ]
+            for name in names:
+                while name and name not in modules:
+                    name = name.rpartition(".")[0]  # `import a.b.c` where c is not a module
+                if name and name != module:
+                    edges.add(name)
+        graph[module] = edges
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles of ``graph``: each strongly connected set of two or more modules,
+    sorted (Tarjan's algorithm, iterative so a deep graph does not hit the recursion limit)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work: list[tuple[str, list[str]]] = [(start, sorted(graph[start]))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, pending = work[-1]
+            if pending:
+                nxt = pending.pop()
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, sorted(graph.get(nxt, ()))))
+                elif nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                members: list[str] = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    members.append(member)
+                    if member == node:
+                        break
+                if len(members) > 1:
+                    found.append(sorted(members))
+    return sorted(found)
+
+
+def package_cycles(root: Path, package: str = "resumable") -> list[list[str]]:
+    """The import circles among the modules of ``package`` under ``root``."""
+    return cycles(import_graph(modules_of(root, package)))
