@@ -23,7 +23,7 @@ from typing import Any
 
 import asyncpg
 
-from bench import Report
+from benchmarks.report import Report
 from resumable.store.base import Lease, RunMeta, StoredRecord
 from resumable.store.postgres import SYNC_SETTINGS, PostgresStore
 

@@ -26,8 +26,8 @@ from typing import Any
 
 import msgpack
 
-from bench import Report
-from bench_checkpoint import Progress, Stats, ratio, scratch_folder
+from benchmarks.harness import Progress, Stats, ratio, scratch_folder
+from benchmarks.report import Report
 from resumable.config import Config, DurabilitySettings
 from resumable.durability.recovery import RecoveryCoordinator
 from resumable.durability.session import RunSession, store_for

@@ -11,7 +11,6 @@ record-sized buffer appended to a file in the same folder.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -20,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench import Report
+from benchmarks.report import Report
 
 SCRIPT = """\
 import sys, time
@@ -91,11 +90,3 @@ def bench_fsync(args: argparse.Namespace) -> Report:
         "within 1.2x": statistics.median(ratios) <= 1.2,
     }
     return Report("Per await, microseconds (alternating phases)", ("case", "us"), rows, summary)
-
-
-if __name__ == "__main__":
-    print(
-        json.dumps(
-            bench_fsync(argparse.Namespace(quick=True, awaits=50, rounds=2)).as_json("fsync")
-        )
-    )

@@ -24,7 +24,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench import Report, median_seconds
+from benchmarks.report import Report, median_seconds
 
 _UNSET = ("PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE")
 """Not passed on: the seed is the command's to choose, and a user's Python keeps bytecode."""

@@ -26,9 +26,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bench_checkpoint import (
+from benchmarks.harness import (
     Progress,
-    SectionedReport,
     Stats,
     durable_harness,
     file_config,
@@ -38,6 +37,7 @@ from bench_checkpoint import (
     statements_program,
     tick,
 )
+from benchmarks.report import SectionedReport
 from resumable.durability.session import store_for
 
 TARGET = 1.3

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import asyncpg
 
-from bench import Report
+from benchmarks.report import Report
 from resumable.config import load_config
 from resumable.fleet.worker import Worker, queue_run
 from resumable.store.postgres import PostgresStore

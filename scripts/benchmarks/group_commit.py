@@ -23,9 +23,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bench import Report
-from bench_checkpoint import Progress, durable_harness, ratio, scratch_folder
-from bench_stmt_shape import counting_fsyncs
+from benchmarks.harness import Progress, durable_harness, ratio, scratch_folder
+from benchmarks.report import Report
+from benchmarks.stmt_shape import counting_fsyncs
 from resumable.config import Config, DurabilitySettings
 from resumable.durability.session import store_for
 from resumable.exec.executor import StreamingPythonExecutor

@@ -34,13 +34,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from bench import Report
-from bench_checkpoint import (
+from benchmarks.harness import (
     SYNCS,
     Floor,
     Harness,
     Progress,
-    SectionedReport,
     Stats,
     durable_harness,
     loop_program,
@@ -48,6 +46,7 @@ from bench_checkpoint import (
     scratch_folder,
     tick,
 )
+from benchmarks.report import Report, SectionedReport
 from resumable.config import Config, DurabilitySettings
 from resumable.durability.session import store_for
 from resumable.errors import ResumableError

@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "examples" / "smolagents"))
 
 
@@ -31,7 +31,7 @@ def smolagents_options(parser: argparse.ArgumentParser) -> None:
 def bench_smolagents(args: argparse.Namespace) -> Any:
     from shop import TASK, build_agent
 
-    from bench import Report, median_seconds
+    from benchmarks.report import Report, median_seconds
     from resumable.integrations.smolagents import durable_agent
 
     folder = Path(tempfile.mkdtemp(dir=args.dir))

@@ -18,7 +18,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from bench import Report, median_seconds
+from benchmarks.report import Report, median_seconds
 from resumable.durability import set_order
 from resumable.durability.snapshot import Snapshotter
 

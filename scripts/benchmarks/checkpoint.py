@@ -17,9 +17,10 @@ O_APPEND file in the store's folder, run *inside* ``tick()`` at every await so t
 floor and checkpoint alternate and see the disk in the same state. Bytes per await
 come from a separate run that never prunes: its folder's growth over its awaits.
 
-Resume time: runs of 1k..50k await records (100 awaits per top-level statement) are
-written by the real script runner, then ``RecoveryCoordinator.load`` and
-``RunSession.attach`` are timed on each, with snapshots every 500 records and without.
+Resume time (checkpoint_resume.py): runs of 1k..50k await records (100 awaits per
+top-level statement) are written by the real script runner, then
+``RecoveryCoordinator.load`` and ``RunSession.attach`` are timed on each, with
+snapshots every 500 records and without.
 """
 
 from __future__ import annotations
@@ -29,244 +30,39 @@ import asyncio
 import contextlib
 import gc
 import os
-import secrets
-import shutil
 import statistics
 import sys
-import tempfile
-import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import cloudpickle
 
-from bench import Report
-from resumable.config import Config, DurabilitySettings
-from resumable.durability.journal import FrameRecorder
-from resumable.durability.recovery import RecoveryCoordinator
-from resumable.durability.session import RunSession, store_for
+from benchmarks.checkpoint_resume import measure_resume
+from benchmarks.harness import (
+    NEVER,
+    PROGRAMS,
+    SYNCS,
+    Floor,
+    Harness,
+    Progress,
+    RawAppend,
+    Stats,
+    durable_harness,
+    file_config,
+    folder_bytes,
+    ratio,
+    scratch_folder,
+    tick,
+)
+from benchmarks.report import Report, SectionedReport
+from resumable.durability.session import store_for
 from resumable.exec.executor import StreamingPythonExecutor
 from resumable.exec.hooks import HookBase
-from resumable.exec.output import ProgramOutput
-from resumable.script import drive_script
-from resumable.store.base import CheckpointStore, RunMeta
+from resumable.store.base import CheckpointStore
 
 T = TypeVar("T")
-NEVER = 10**9  # as snapshot_every: no snapshots; as keep: nothing pruned
-SYNCS = ("flush", "fsync")
-
-
-class Floor:
-    """A baseline operation that :func:`tick` times at every await, beside the checkpoint.
-
-    Timing the baseline inside the same loop, one operation per await, means both see
-    the same state of the machine: this disk's fsync latency swings between 0.2 and
-    4 ms within seconds, so floors timed in a separate phase compare badly.
-    """
-
-    def __init__(self) -> None:
-        self.samples: list[float] = []
-
-    async def run(self) -> None:
-        raise NotImplementedError
-
-
-class RawAppend(Floor):
-    """``os.write`` of a record-sized buffer to an O_APPEND file, then ``os.fsync`` if asked."""
-
-    def __init__(self, fd: int, data: bytes, *, fsync: bool) -> None:
-        super().__init__()
-        self.fd = fd
-        self.data = data
-        self.fsync = fsync
-
-    async def run(self) -> None:
-        os.write(self.fd, self.data)
-        if self.fsync:
-            os.fsync(self.fd)
-
-
-class AwaitClock:
-    """When each await of the program reached :func:`tick`, and when tick gave control back."""
-
-    def __init__(self) -> None:
-        self.starts: list[int] = []
-        self.ends: list[int] = []
-        self.floor: Floor | None = None
-
-    def reset(self, floor: Floor | None) -> None:
-        self.starts, self.ends, self.floor = [], [], floor
-
-    def gaps(self) -> list[float]:
-        """Microseconds from each await's return to the next await (the floor left out)."""
-        ends = self.ends or self.starts
-        return [(b - a) / 1000 for a, b in zip(ends, self.starts[1:], strict=False)]
-
-
-CLOCK = AwaitClock()
-
-
-async def tick(value: int) -> int:
-    """The call every per-await benchmark awaits: it notes the time, runs the floor if any."""
-    clock = time.perf_counter_ns
-    began = clock()
-    CLOCK.starts.append(began)
-    floor = CLOCK.floor
-    if floor is not None:
-        await floor.run()
-        ended = clock()
-        floor.samples.append((ended - began) / 1000)
-        CLOCK.ends.append(ended)
-    return value + 1
-
-
-# -- shared by the checkpoint and store benchmarks -------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class SectionedReport(Report):
-    """A report whose main table is followed by further named tables."""
-
-    sections: dict[str, Report] = field(default_factory=dict)
-
-    def as_json(self, name: str) -> dict[str, Any]:
-        data = Report.as_json(self, name)
-        for key, section in self.sections.items():
-            data[key] = {"title": section.title, "rows": Report.as_json(section, key)["rows"]}
-        return data
-
-    def as_table(self) -> str:
-        parts = [Report.as_table(self).rstrip()]
-        parts += [Report.as_table(section).rstrip() for section in self.sections.values()]
-        return "\n\n".join(parts)
-
-
-class Progress:
-    """One line on stderr naming the phase that runs (rewritten in place on a terminal)."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.tty = sys.stderr.isatty()
-
-    def __call__(self, text: str) -> None:
-        line = f"{self.name}: {text}"
-        sys.stderr.write("\r\033[K" + line if self.tty else line + "\n")
-        sys.stderr.flush()
-
-    def done(self) -> None:
-        if self.tty:
-            sys.stderr.write("\r\033[K")
-            sys.stderr.flush()
-
-
-@dataclass(frozen=True, slots=True)
-class Stats:
-    """Microseconds per await over the pooled gaps of every round."""
-
-    median: float
-    p99: float
-    mean: float
-    count: int
-
-    @classmethod
-    def of(cls, samples: list[float]) -> Stats:
-        if not samples:
-            return cls(float("nan"), float("nan"), float("nan"), 0)
-        ordered = sorted(samples)
-        p99 = ordered[round(0.99 * (len(ordered) - 1))]
-        return cls(statistics.median(ordered), p99, statistics.fmean(ordered), len(ordered))
-
-
-def ratio(a: float, b: float) -> float:
-    return round(a / b, 3) if b > 0 else float("nan")
-
-
-def folder_bytes(path: Path) -> int:
-    """Apparent size of every file under ``path``."""
-    total = 0
-    for root, _, files in os.walk(path):
-        for name in files:
-            with contextlib.suppress(FileNotFoundError):
-                total += os.stat(os.path.join(root, name)).st_size
-    return total
-
-
-@contextlib.contextmanager
-def scratch_folder(parent: Path | None, keep: bool) -> Iterator[Path]:
-    """A fresh folder for the stores, removed afterwards unless ``keep``."""
-    if parent is not None:
-        parent.mkdir(parents=True, exist_ok=True)
-    folder = Path(tempfile.mkdtemp(prefix="resumable-bench-", dir=parent))
-    try:
-        yield folder
-    finally:
-        if keep:
-            print(f"stores kept in {folder}", file=sys.stderr)
-        else:
-            shutil.rmtree(folder, ignore_errors=True)
-
-
-def loop_program(awaits: int) -> str:
-    """Many awaits inside one top-level statement."""
-    return f"for i in range({awaits}):\n    counter = await tick(counter)\n"
-
-
-def statements_program(awaits: int) -> str:
-    """One await per top-level statement: each statement also writes a boundary record."""
-    return "counter = await tick(counter)\n" * awaits
-
-
-PROGRAMS: dict[str, Callable[[int], str]] = {"loop": loop_program, "stmt": statements_program}
-
-
-class Harness:
-    """One executor fed response after response; ``session`` is its run when durable."""
-
-    def __init__(self, executor: StreamingPythonExecutor, session: RunSession | None = None):
-        self.executor = executor
-        self.session = session
-
-    async def feed(self, text: str, floor: Floor | None = None) -> list[float]:
-        """Run ``text`` as the next response; the gaps between its awaits, in microseconds."""
-        CLOCK.reset(floor)
-        executor = self.executor
-        executor.start_response(index=executor.next_index)
-        with ProgramOutput().installed():  # as in a real run: print() goes through a router
-            await executor.add_chunk(text)
-            result = await executor.finalize()
-        CLOCK.floor = None
-        if result.error is not None:
-            raise SystemExit(f"the benchmark program failed: {result.error.message}")
-        return CLOCK.gaps()
-
-    async def close(self) -> None:
-        if self.session is not None:
-            await self.session.close()
-
-
-def file_config(folder: Path, sync: str, **durability: Any) -> Config:
-    settings = DurabilitySettings(store="file", path=str(folder), sync=sync, **durability)  # type: ignore[arg-type]
-    return Config(durability=settings)
-
-
-async def durable_harness(
-    store: CheckpointStore,
-    config: Config,
-    label: str,
-    namespace: dict[str, Any],
-) -> Harness:
-    """A new run on ``store`` whose executor journals every await through a FrameRecorder."""
-    program = f"<bench {label}>"
-    meta = RunMeta(f"{label}-{secrets.token_hex(4)}", program=program, kind="script")
-    first = {"program": program, "kind": "script", "source": ""}
-    session = await RunSession.create(store, config, meta, first, env={})
-    recorder = FrameRecorder(session.manager, "main", namespace, session.snapshotter)
-    executor = StreamingPythonExecutor(
-        namespace, hook=recorder, observer=recorder, filename=program
-    )
-    return Harness(executor, session)
 
 
 # -- baselines --------------------------------------------------------------------------
@@ -516,87 +312,6 @@ def per_await_report(
         ),
         rows=rows,
     )
-    return report, aims
-
-
-# -- resume time ------------------------------------------------------------------------------
-
-# asyncio.sleep is a foreign await: each one is journaled (a program-defined coroutine is not)
-RESUME_HEADER = "import asyncio\n\ncounter = 0\n"
-RESUME_BLOCK = "for i in range(100):\n    counter = await asyncio.sleep(0, counter + 1)\n"
-
-
-async def resume_run(
-    root: Path, size: int, snapshot_every: int, repeat: int, progress: Progress
-) -> tuple[Any, ...]:
-    """Write a script run of ``size`` awaits, then time loading and attaching it."""
-    label = f"{size} awaits, " + (
-        f"snapshot every {snapshot_every}" if snapshot_every < NEVER else "no snapshots"
-    )
-    folder = root / f"resume-{size}-{snapshot_every}"
-    config = file_config(folder, "flush", snapshot_every=snapshot_every)
-    source = RESUME_HEADER + RESUME_BLOCK * max(1, size // 100)
-    async with store_for(config.durability, config) as store:
-        progress(f"resume: writing a run of {label}")
-        meta = RunMeta(f"resume-{size}-{secrets.token_hex(4)}", program="<bench>", kind="script")
-        first = {"program": "<bench resume>", "kind": "script", "source": source}
-        session = await RunSession.create(store, config, meta, first, env={})
-        try:
-            outcome = await drive_script(session, config, env={})
-        finally:
-            await session.close()
-        if outcome.exit_code != 0:
-            raise SystemExit(f"the resume benchmark's run failed: {outcome.message}")
-        records = session.manager.written
-        loads: list[float] = []
-        attaches: list[float] = []
-        read = 0
-        for number in range(repeat):
-            progress(f"resume: {label}: load {number + 1}/{repeat}")
-            gc.collect()
-            began = time.perf_counter()
-            loaded = await RecoveryCoordinator(store, session.codec).load(meta.run_id)
-            loads.append(time.perf_counter() - began)
-            read = loaded.records_read
-            began = time.perf_counter()
-            attached = await RunSession.attach(store, config, meta.run_id, env={})
-            attaches.append(time.perf_counter() - began)
-            await attached.close()
-        on_disk = folder_bytes(folder / "runs")
-    return (
-        label,
-        records,
-        read,
-        statistics.median(loads) * 1000,
-        statistics.median(attaches) * 1000,
-        on_disk / 2**20,
-    )
-
-
-async def measure_resume(
-    root: Path, sizes: list[int], repeat: int, progress: Progress
-) -> tuple[Report, dict[str, Any]]:
-    rows = [
-        await resume_run(root, size, every, repeat, progress)
-        for every in (500, NEVER)
-        for size in sizes
-    ]
-    half = len(sizes)
-    growth = {
-        "records": ratio(rows[half - 1][1], rows[0][1]),
-        "load_with_snapshots": ratio(rows[half - 1][3], rows[0][3]),
-        "load_without_snapshots": ratio(rows[-1][3], rows[half][3]),
-    }
-    report = Report(
-        title=f"Resume time (median of {repeat}; 100 awaits per top-level statement)",
-        columns=("run", "records", "records read", "load ms", "attach ms", "log MB"),
-        rows=rows,
-    )
-    aims = {
-        "resume_growth": growth,
-        # flat: a 50x longer log must not take even 5x longer to load
-        "resume_not_linear": growth["load_with_snapshots"] < growth["records"] / 10,
-    }
     return report, aims
 
 

@@ -26,8 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import Report
-from bench_checkpoint import NEVER, file_config
+from benchmarks.harness import NEVER, file_config
+from benchmarks.report import Report
 from resumable.durability.session import RunSession, store_for
 from resumable.durability.stopping import StopRequested
 from resumable.exec.executor import StreamingPythonExecutor
@@ -47,7 +47,7 @@ async def step(value: int) -> int:
 
 def program(awaits: int) -> str:
     loop = f"for i in range({awaits}):\n    counter = await step(counter)\n"
-    return "from bench_replay import step\n\ncounter = 0\n" + loop
+    return "from benchmarks.replay import step\n\ncounter = 0\n" + loop
 
 
 async def durable_run(folder: Path, awaits: int, *, stop: bool) -> tuple[float, str]:
