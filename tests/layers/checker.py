@@ -58,18 +58,22 @@ def layer_of(module: str, package: str) -> str:
     return parts[1] if len(parts) > 1 else "__init__"
 
 
+def _from_name(node: ast.ImportFrom, module: str, is_package: bool) -> str:
+    """The absolute name ``from ... import`` takes its names from, in ``module``."""
+    if not node.level:
+        return node.module or ""
+    base = module.split(".")
+    base = base[: len(base) - node.level + (1 if is_package else 0)]
+    return ".".join([*base, node.module] if node.module else base)
+
+
 def _imports(tree: ast.AST, module: str, is_package: bool) -> list[tuple[int, str]]:
     found: list[tuple[int, str]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found.extend((node.lineno, alias.name) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = module.split(".")
-                base = base[: len(base) - node.level + (1 if is_package else 0)]
-                name = ".".join([*base, node.module] if node.module else base)
-            else:
-                name = node.module or ""
+            name = _from_name(node, module, is_package)
             if name.count(".") == 0 and node.module is not None:
                 # `from resumable import drivers`: the names may be modules
                 found.extend((node.lineno, f"{name}.{alias.name}") for alias in node.names)
@@ -135,12 +139,7 @@ def resolved_imports(path: Path, module: str, modules: dict[str, Path]) -> list[
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = module.split(".")
-                base = base[: len(base) - node.level + (1 if is_package else 0)]
-                name = ".".join([*base, node.module] if node.module else base)
-            else:
-                name = node.module or ""
+            name = _from_name(node, module, is_package)
             names = [
                 f"{name}.{alias.name}" if f"{name}.{alias.name}" in modules else name
                 for alias in node.names
