@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from resumable.errors import ProgramError
-from resumable.playbooks.program import StepSpec, parse_program
+from resumable.playbooks.loading import parse_program
+from resumable.playbooks.program import StepSpec
 
 PATH = Path("agent.pb")
 

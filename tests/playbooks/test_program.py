@@ -12,12 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from resumable.errors import ProgramError
+from resumable.playbooks.loading import load_program, parse_program
 from resumable.playbooks.program import (
     PlaybookSpec,
     Program,
     StepSpec,
-    load_program,
-    parse_program,
     step_code,
 )
 

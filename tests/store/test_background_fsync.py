@@ -12,9 +12,9 @@ import pytest
 from tests.store.test_filesystem import new_run, rec, run_dir
 
 from resumable.errors import StoreError
-from resumable.store.background_fsync import FsyncInProgress
 from resumable.store.base import Lease, RunMeta
 from resumable.store.filesystem import FileStore
+from resumable.store.filesystem.background_fsync import FsyncInProgress
 from resumable.store.heads import read_head
 
 

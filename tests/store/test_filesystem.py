@@ -30,7 +30,7 @@ from resumable.errors import (
 from resumable.store import open_store
 from resumable.store.base import Lease, RunMeta, StoredRecord
 from resumable.store.filesystem import FileStore
-from resumable.store.segments import encode_frames, scan_frames
+from resumable.store.filesystem.segments import encode_frames, scan_frames
 
 
 def rec(seq: int, epoch: int = 1, size: int = 40) -> StoredRecord:

@@ -17,7 +17,7 @@ from resumable.errors import UsageError
 from resumable.store.base import CheckpointStore, ReadResult, StoredRecord
 from resumable.store.filesystem import FileStore
 from resumable.store.postgres import PostgresStore
-from resumable.store.postgres_schema import MIGRATIONS
+from resumable.store.postgres.schema import MIGRATIONS
 from resumable.store.redis import RedisStore
 from resumable.store.sqlite import SQLiteStore
 
@@ -30,7 +30,7 @@ from tests.store.test_contract import owned_run, rec
 async def _drop_records(store: CheckpointStore, run_id: str, seqs: list[int]) -> None:
     """Delete records behind the store's back, as an operator or a lost file does."""
     if isinstance(store, FileStore):
-        from resumable.store.segments import encode_frames, list_segments, scan_frames
+        from resumable.store.filesystem.segments import encode_frames, list_segments, scan_frames
 
         for _, segment in list_segments(store.root / "runs" / run_id):
             kept = [r for r in scan_frames(segment.read_bytes()).records if r.seq not in seqs]

@@ -16,6 +16,9 @@ kills itself, so the run is left as a crash of the worker leaves it. The child w
 worker's stdout and stderr, and reports what it did (the worker's events) before it exits.
 Rejected: a child that claims the run itself (another worker may take it between the release
 and the claim) and ``fork()`` (the interpreter's seed is already set).
+
+This module is the worker's side and the messages on the socket; the child's side, which
+drives the run with a :class:`~resumable.fleet.worker.Worker`, is :mod:`.handoff_child`.
 """
 
 from __future__ import annotations
@@ -23,26 +26,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import pickle
-import signal
 import socket
 import struct
 import sys
-import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from resumable.config import Config
 from resumable.durability import hashseed
 from resumable.errors import FencedError, ResumableError, StoreError
-from resumable.fleet.queue import FleetStore, fleet_store
+from resumable.fleet.queue import FleetStore
 from resumable.store.base import Lease
 
-_LENGTH = struct.Struct(">I")
-_STOP = b"stop\n"
-_ATTACHED = b"attached\n"
-_REPORT = b"report "
+# the socket's messages: a length-prefixed pickle of (lease, config), then lines
+LENGTH = struct.Struct(">I")
+STOP = b"stop\n"
+ATTACHED = b"attached\n"
+REPORT = b"report "
 
 
 @dataclass
@@ -62,7 +63,7 @@ class ChildRun:
         """Pass a stop request on (sent once the child is there to read it)."""
         self._stops += 1
         if self._writer is not None:
-            self._writer.write(_STOP)
+            self._writer.write(STOP)
 
     async def drive(self) -> dict[str, int]:
         """Run the child to its end; the events it noted (``ResumableError`` if it never said)."""
@@ -72,7 +73,7 @@ class ChildRun:
                 process = await asyncio.create_subprocess_exec(
                     sys.executable,
                     "-m",
-                    "resumable.fleet.handoff",
+                    "resumable.fleet.handoff_child",
                     str(theirs.fileno()),
                     env={**self.env, hashseed.ENV: str(self.seed)},
                     pass_fds=(theirs.fileno(),),
@@ -87,7 +88,7 @@ class ChildRun:
             )
             reader, self._writer = await asyncio.open_connection(sock=ours)
             payload = pickle.dumps((self.lease, self.config))
-            self._writer.write(_LENGTH.pack(len(payload)) + payload + _STOP * self._stops)
+            self._writer.write(LENGTH.pack(len(payload)) + payload + STOP * self._stops)
             attached = asyncio.Event()
             renewing = asyncio.create_task(self._renew_until(attached))
             try:
@@ -120,75 +121,8 @@ async def _listen(reader: asyncio.StreamReader, attached: asyncio.Event) -> dict
     """Read the child's messages until it closes the socket: its report, if it sent one."""
     report = None
     while line := await reader.readline():
-        if line == _ATTACHED:
+        if line == ATTACHED:
             attached.set()
-        elif line.startswith(_REPORT):
-            report = {str(k): int(v) for k, v in json.loads(line[len(_REPORT) :]).items()}
+        elif line.startswith(REPORT):
+            report = {str(k): int(v) for k, v in json.loads(line[len(REPORT) :]).items()}
     return report
-
-
-# -- the child ----------------------------------------------------------------------------------
-def main() -> None:
-    """``python -m resumable.fleet.handoff FD``: drive the run the worker sends over FD."""
-    link = socket.socket(fileno=int(sys.argv[1]))
-    (size,) = _LENGTH.unpack(_receive(link, _LENGTH.size))
-    lease, config = pickle.loads(_receive(link, size))  # from the worker that started us
-    sys.exit(asyncio.run(_drive_here(link, lease, config)))
-
-
-async def _drive_here(link: socket.socket, lease: Lease, config: Config) -> int:
-    from resumable.durability.session import store_for
-    from resumable.fleet.worker import Worker
-
-    store = fleet_store(store_for(config.durability, config), "worker")
-    async with store:
-        worker = Worker(
-            store,
-            config,
-            env=os.environ,
-            concurrency=1,
-            owner=lease.owner,
-            hand_off=False,
-            on_attached=lambda _run_id: link.sendall(_ATTACHED),
-        )
-        done = threading.Event()
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, worker.request_stop)
-        threading.Thread(
-            target=_follow, args=(link, loop, worker.request_stop, done), daemon=True
-        ).start()
-        await worker.drive_claimed(lease)
-        sys.stdout.flush()
-        done.set()
-        link.sendall(_REPORT + json.dumps(worker.report().counts).encode() + b"\n")
-    return 0
-
-
-def _follow(
-    link: socket.socket,
-    loop: asyncio.AbstractEventLoop,
-    stop: Callable[[], None],
-    done: threading.Event,
-) -> None:
-    """Pass the worker's stop requests on; if the worker is gone, die as it did (SIGKILL)."""
-    with contextlib.suppress(OSError):
-        for line in link.makefile("rb"):
-            if line == _STOP:
-                loop.call_soon_threadsafe(stop)
-    if not done.is_set():
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
-def _receive(link: socket.socket, size: int) -> bytes:
-    data = bytearray()
-    while len(data) < size:
-        chunk = link.recv(size - len(data))
-        if not chunk:
-            sys.exit(1)  # the worker went away before it said what to drive
-        data += chunk
-    return bytes(data)
-
-
-if __name__ == "__main__":
-    main()

@@ -50,7 +50,7 @@ def fleet_store(store: CheckpointStore, command: str) -> FleetStore:
 def _first_record(path: Path) -> tuple[str, dict[str, object]]:
     """The run's kind and its ``run`` record, which holds the exact text that will run."""
     if path.suffix == ".pb":
-        from resumable.playbooks.program import load_program
+        from resumable.playbooks.loading import load_program
         from resumable.playbooks.runner import first_record
 
         # workers run elsewhere; the record names the program where its responses sit

@@ -1,8 +1,8 @@
 """The ``.pb`` program format: the frozen playbook specs a program file becomes.
 
 A ``.pb`` file is Markdown; :mod:`resumable.playbooks.markdown` reads it (no code is
-executed) and builds the records defined here. :func:`load_program` and
-:func:`parse_program` are the way in.
+executed) and builds the records defined here. :func:`~resumable.playbooks.loading.load_program`
+and :func:`~resumable.playbooks.loading.parse_program` are the way in.
 """
 
 from __future__ import annotations
@@ -136,33 +136,6 @@ class Program:
                 line=None,
                 playbook=name,
             ) from None
-
-
-def load_program(path: Path) -> Program:
-    """Read and parse a ``.pb`` file, turning every way of failing to read it into one error."""
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise program_error(path, None, "no such file; check the program path") from None
-    except OSError as exc:
-        reason = exc.strerror or type(exc).__name__
-        message = f"cannot be read ({reason}); check the path and its permissions"
-        raise program_error(path, None, message) from exc
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        message = "not UTF-8 text (a bad byte on this line); save the file as UTF-8"
-        raise program_error(path, line, message) from None
-    return parse_program(text, Path(path))
-
-
-def parse_program(text: str, path: Path) -> Program:
-    """Parse the text of a ``.pb`` file into a :class:`Program` without executing any of it."""
-    # Imported here: the reader builds this module's records, so it imports this module.
-    from resumable.playbooks.markdown import read_program
-
-    return read_program(text, path)
 
 
 def starts_at_beginning(spec: PlaybookSpec) -> bool:

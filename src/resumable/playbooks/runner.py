@@ -24,7 +24,8 @@ from resumable.durability.session import (
 )
 from resumable.errors import ProgramError
 from resumable.llm.base import LLMProvider
-from resumable.playbooks.program import Program, parse_program
+from resumable.playbooks.loading import parse_program
+from resumable.playbooks.program import Program
 from resumable.playbooks.runtime import PlaybookRuntime
 from resumable.store.base import RunMeta
 
@@ -88,7 +89,7 @@ async def run_program(
 
     ``plain`` (``enabled = false``): its records go to a folder thrown away after.
     """
-    from resumable.playbooks.program import load_program
+    from resumable.playbooks.loading import load_program
 
     program = load_program(path)
     if not config.durability.enabled:

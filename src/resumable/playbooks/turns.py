@@ -18,7 +18,7 @@ import contextlib
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
 from resumable.config import Config
 from resumable.durability.journal import FrameRecorder
@@ -42,9 +42,6 @@ from resumable.playbooks.prompt import (
     quote,
     to_wire,
 )
-
-if TYPE_CHECKING:
-    from resumable.playbooks.runtime import PlaybookRuntime
 
 CHUNK_BATCH = 2048
 """Streamed text is recorded at least every this many characters."""
@@ -98,10 +95,25 @@ class TurnObserver:
             self.progress.statement_done(self.session.manager.written)
 
 
+class TurnsHost(Protocol):
+    """What the turns read of the runtime that drives the frames (``PlaybookRuntime``)."""
+
+    @property
+    def session(self) -> RunSession: ...
+    @property
+    def config(self) -> Config: ...
+    @property
+    def program(self) -> Program: ...
+    @property
+    def provider(self) -> LLMProvider: ...
+    @property
+    def progress(self) -> RunProgress | None: ...
+
+
 class FrameTurns:
     """Runs the turns of one frame until its code returns, ends, waits or fails."""
 
-    def __init__(self, runtime: PlaybookRuntime) -> None:
+    def __init__(self, runtime: TurnsHost) -> None:
         """The turns of ``runtime``'s frames: its session, program, model and watcher."""
         self.session: RunSession = runtime.session
         self.config: Config = runtime.config

@@ -1,0 +1,312 @@
+"""FileStore: the default checkpoint store, one folder per run with an append-only log.
+
+Layout under ``root`` (folders 0700, files 0600)::
+
+    key                                  random MAC key, created on first use
+    runs/<run_id>/meta.json              replaced atomically (temp, fsync, rename, fsync dir)
+    runs/<run_id>/head                   the last acknowledged seq (:mod:`resumable.store.heads`)
+    runs/<run_id>/log/<first_seq>.seg    append-only segments; a new one per snapshot and owner
+    runs/<run_id>/snapshots/<seq>.snap
+    runs/<run_id>/blobs/<digest>         written once (temp + rename)
+    runs/<run_id>/quarantine/            torn or corrupt log tails, moved aside, never deleted
+    runs/<run_id>/lock                   flock held by the owner; meta.lock serialises meta updates
+
+The log's framing, scanning and repair are in :mod:`resumable.store.filesystem.segments`, the
+blocking work on run folders in :mod:`resumable.store.filesystem.folders` and the
+owner's lock and open segment in :mod:`resumable.store.filesystem.owner`. Because a
+segment is never reopened for writing once its writer closed it, dropping or rewriting
+old segments (``prune``) never races an append.
+
+Hot path: ``append`` keeps the segment's fd open (O_APPEND) and writes a batch with one
+``os.write``; with ``sync="fsync"`` it then fsyncs - inline when the store writes one run
+(a thread hop costs as much as a fast fsync), in a thread when it writes several, so
+concurrent runs keep going. ``begin_append`` writes the batch the same way and leaves its
+fsync to the syncer thread (:mod:`resumable.store.filesystem.background_fsync`): a statement's
+boundary is made durable while the next statement starts. Group commit is one level up: a run's ``CheckpointManager``
+sends every record its tasks buffered while the previous append ran as one batch (one
+write, one fsync of the run's segment per wake), and each run of the process fsyncs its
+own segment, in parallel threads that the filesystem's journal commits together.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Literal, Self, TypeVar
+
+from resumable.errors import ConfigError, StoreError, StoreUnavailableError, UsageError
+from resumable.store.base import Lease, ReadResult, RunMeta, RunSummary, StoredRecord, check_seqs
+from resumable.store.common import ClosedOnExit
+from resumable.store.filesystem.background_fsync import FsyncInProgress, start_fsync
+from resumable.store.filesystem.folders import RunFolders
+from resumable.store.filesystem.owner import OwnedRun, busy_error
+from resumable.store.filesystem.segments import (
+    HEADER_BYTES,
+    encode_frames,
+    fsync_file,
+    scan_frames,
+    write_atomic,
+)
+from resumable.store.heads import write_head
+
+__all__ = ["HEADER_BYTES", "FileStore", "encode_frames", "scan_frames"]
+
+_T = TypeVar("_T")
+
+
+class FileStore(RunFolders, ClosedOnExit):
+    """Runs as folders on a local filesystem; ownership through ``flock``."""
+
+    read_only = False
+    """Opened only to be read: nothing is created or written (see ``open_store``)."""
+
+    def __init__(self, root: Path | str, *, sync: Literal["fsync", "flush"] = "fsync") -> None:
+        if sync not in ("fsync", "flush"):
+            raise ConfigError(
+                f"[durability] sync must be 'fsync' or 'flush', not {sync!r}", key="durability.sync"
+            )
+        self.root = Path(root).expanduser().absolute()
+        self.sync = sync
+        self.url = f"file://{self.root}"
+        self._runs = self.root / "runs"
+        self._ready = False
+        self._key: bytes | None = None
+        self._owned: dict[str, OwnedRun] = {}
+
+    @classmethod
+    def from_url(cls, url: str, *, sync: Literal["fsync", "flush"] = "fsync") -> FileStore:
+        """``file:///abs/path``, ``file://rel/path`` or a plain path."""
+        path = url.removeprefix("file://") if url.startswith("file://") else url
+        if not path:
+            raise ConfigError(f"store url {url!r} names no folder", key="durability.url")
+        return cls(Path(path), sync=sync)
+
+    async def __aenter__(self) -> Self:
+        if not self.read_only:
+            await self._io(self._ensure_root)
+        elif not self._runs.is_dir():
+            raise UsageError(
+                f"no checkpoint store at {self.root} (no runs/ folder in it); check "
+                "[durability] path or --config",
+                path=str(self.root),
+            )
+        else:
+            self._ready = True  # it exists; nothing is created or probed
+        return self
+
+    async def aclose(self) -> None:
+        owned, self._owned = list(self._owned.values()), {}
+        for handle in owned:
+            self._drop(handle)
+
+    async def mac_key(self) -> bytes:
+        if self._key is None:
+            self._key = await self._io(self._load_key)
+        return self._key
+
+    # -- runs -----------------------------------------------------------------------
+    async def create_run(self, meta: RunMeta) -> None:
+        self._check_name(meta.run_id)
+        await self._io(self._create_run, meta)
+
+    async def get_meta(self, run_id: str) -> RunMeta:
+        return await self._io(self._read_meta, self._run_dir(run_id))
+
+    async def put_meta(self, meta: RunMeta) -> None:
+        """Replace the metadata; a damaged ``meta.json`` is replaced too (``repair``)."""
+
+        def update(current: RunMeta) -> RunMeta:
+            return replace(meta, epoch=max(meta.epoch, current.epoch))
+
+        await self._io(self._update_meta, self._run_dir(meta.run_id), update, True)
+
+    async def list_runs(self) -> list[RunSummary]:
+        return await self._io(self._list_runs)
+
+    async def delete_run(self, run_id: str) -> None:
+        run_dir = self._run_dir(run_id)
+        owned = self._owned.pop(run_id, None)
+        if owned is not None:
+            self._drop(owned)
+        await self._io(self._delete_run, run_dir)
+
+    # -- the log --------------------------------------------------------------------
+    async def append(self, run_id: str, records: Sequence[StoredRecord], lease: Lease) -> None:
+        owned = self._owned.get(run_id)
+        if owned is None or owned.epoch != lease.epoch:
+            await self._io(self._append_unowned, run_id, records, lease)
+            return
+        if not records:
+            return
+        created = self._write(owned, records)
+        if self.sync == "fsync":
+            directory = owned.log_dir if created else None
+            if len(self._owned) > 1:
+                # other runs of this process append too: do not stall them behind us
+                await self._io(fsync_file, owned.fd, directory)
+            else:
+                # the only run: a thread hop would cost as much as a fast fsync itself
+                try:
+                    fsync_file(owned.fd, directory)
+                except OSError as exc:
+                    raise self._error(exc, owned.segment) from exc
+        try:
+            write_head(owned.head_fd, owned.last_seq)  # only once the records are durable
+        except OSError as exc:
+            raise self._error(exc, owned.log_dir.parent / "head") from exc
+
+    def begin_append(
+        self,
+        run_id: str,
+        records: Sequence[StoredRecord],
+        lease: Lease,
+        written: Callable[[], None] | None = None,
+    ) -> FsyncInProgress | None:
+        """Write ``records`` now; their fsync runs on the syncer thread until ``wait()``.
+
+        None when an append cannot go that way - ``sync = "flush"`` (nothing to wait for),
+        a run this store object does not own, several runs owned at once (a barrier blocks
+        the event loop: they fsync in threads instead) - and ``append`` is the way.
+        """
+        owned = self._owned.get(run_id)
+        if self.sync != "fsync" or owned is None or owned.epoch != lease.epoch:
+            return None
+        if len(self._owned) > 1 or not records:
+            return None
+        created = self._write(owned, records)
+        head = (owned.head_fd, owned.log_dir.parent / "head")
+        directory, segment = (owned.log_dir if created else None), owned.segment
+
+        def failure(exc: OSError, path: Any) -> Exception:
+            return self._error(exc, path or segment)
+
+        try:
+            if written is not None:
+                written()  # before the syncer thread wakes: waking it may preempt us
+        finally:
+            owned.syncing = start_fsync(owned.fd, directory, head, owned.last_seq, failure)
+        return owned.syncing
+
+    def _write(self, owned: OwnedRun, records: Sequence[StoredRecord]) -> bool:
+        """One ``os.write`` of the framed batch (after the previous batch is durable); True
+        if it opened a new segment."""
+        syncing, owned.syncing = owned.syncing, None
+        if syncing is not None:
+            syncing.wait()
+        check_seqs(records, owned.last_seq)
+        frames = encode_frames(records)
+        created = owned.fd < 0
+        try:
+            if created:
+                owned.open_segment(records[0].seq)
+            written = os.write(owned.fd, frames)
+            if written != len(frames):
+                raise OSError(errno.ENOSPC, f"short write ({written} of {len(frames)} bytes)")
+        except OSError as exc:
+            owned.undo_write()
+            raise self._error(exc, owned.segment) from exc
+        owned.size += written
+        owned.last_seq = records[-1].seq
+        return created
+
+    async def read(self, run_id: str, after_seq: int = 0) -> ReadResult:
+        return await self._io(self._read, self._run_dir(run_id), after_seq)
+
+    # -- blobs ----------------------------------------------------------------------
+    async def put_blob(self, run_id: str, digest: str, data: bytes) -> None:
+        path = self._blob_path(run_id, digest)
+        await self._io(self._put_blob, path, data)
+
+    async def get_blob(self, run_id: str, digest: str) -> bytes:
+        return await self._io(self._get_blob, self._blob_path(run_id, digest))
+
+    async def has_blob(self, run_id: str, digest: str) -> bool:
+        return self._blob_path(run_id, digest).exists()
+
+    # -- snapshots ------------------------------------------------------------------
+    async def put_snapshot(self, run_id: str, seq: int, data: bytes, lease: Lease) -> None:
+        run_dir = self._run_dir(run_id)
+        owned = self._owned.get(run_id)
+        if owned is not None and owned.epoch == lease.epoch:
+            owned.close_segment()  # the next append starts a segment after this snapshot
+        else:
+            await self._io(self._check_epoch, run_dir, lease)
+        path = run_dir / "snapshots" / f"{seq:020d}.snap"
+        await self._io(write_atomic, path, data, self.sync == "fsync")
+
+    async def get_snapshot(
+        self, run_id: str, at_or_before: int | None = None
+    ) -> tuple[int, bytes] | None:
+        return await self._io(self._get_snapshot, self._run_dir(run_id), at_or_before)
+
+    async def prune(self, run_id: str, keep: int) -> int:
+        if keep < 1:
+            raise UsageError(f"keep must be at least 1 snapshot, not {keep}", keep=keep)
+        run_dir = self._run_dir(run_id)
+        owned = self._owned.get(run_id)
+        if owned is not None:
+            owned.close_segment()
+        return await self._io(self._prune, run_dir, keep, owned is not None)
+
+    # -- ownership ------------------------------------------------------------------
+    async def acquire(self, run_id: str, owner: str, ttl: float = 30.0) -> Lease:
+        run_dir = self._run_dir(run_id)
+        if run_id in self._owned:
+            raise busy_error(run_id)
+        work = asyncio.ensure_future(self._io(self._acquire, run_dir, run_id, owner))
+        try:
+            owned = await asyncio.shield(work)
+        except asyncio.CancelledError:  # the thread goes on: give up the lock it may take
+            work.add_done_callback(self._drop_if_acquired)
+            raise
+        self._owned[run_id] = owned
+        return Lease(run_id, owned.epoch, owner, None)
+
+    async def renew(self, lease: Lease, ttl: float = 30.0) -> Lease:
+        owned = self._owned.get(lease.run_id)
+        if owned is None or owned.epoch != lease.epoch:
+            await self._io(self._check_epoch, self._run_dir(lease.run_id), lease)
+        return lease
+
+    async def release(self, lease: Lease) -> None:
+        owned = self._owned.get(lease.run_id)
+        if owned is not None and owned.epoch == lease.epoch:
+            del self._owned[lease.run_id]
+            self._drop(owned)
+
+    # -- plumbing -------------------------------------------------------------------
+    async def _io(self, fn: Callable[..., _T], *args: Any) -> _T:
+        """Run blocking file work in a thread; unexpected OS errors become store errors."""
+        try:
+            return await asyncio.to_thread(fn, *args)
+        except OSError as exc:
+            raise self._error(exc, exc.filename) from exc
+
+    def _error(self, exc: OSError, path: Any) -> StoreError:
+        where = path or self.root
+        if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT):
+            return StoreUnavailableError(
+                f"checkpoint store {self.root} cannot be written ({where}: {exc.strerror}); "
+                "check permissions and free space, or set [durability] path",
+                path=str(where),
+            )
+        return StoreError(
+            f"checkpoint store {self.root}: {where}: {exc.strerror or exc}", path=str(where)
+        )
+
+    def _blob_path(self, run_id: str, digest: str) -> Path:
+        self._check_name(digest, "blob digest")
+        return self._run_dir(run_id) / "blobs" / digest
+
+    def _drop_if_acquired(self, work: asyncio.Future[OwnedRun]) -> None:
+        if not work.cancelled() and work.exception() is None:
+            self._drop(work.result())
+
+    def _drop(self, owned: OwnedRun) -> None:
+        owned.close_segment()
+        os.close(owned.head_fd)
+        os.close(owned.lock_fd)  # closing the only fd on the lock releases the flock

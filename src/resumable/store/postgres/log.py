@@ -1,0 +1,173 @@
+"""The PostgreSQL store's log: appends fenced at the run's head, group-committed, and reads.
+
+An append is one statement (:data:`.sql.APPEND_RECORD` and its neighbours):
+the update of the run's ``heads`` row that checks the lease's epoch and that the first
+new seq follows the head, and the insert of the records, which happens only if the
+update matched. That is one round trip and two row writes, as close to a bare INSERT
+as a fenced append gets. An append the head refused - a stale lease, a duplicate or
+skipped seq, the first append after a loss the user accepted - is looked at again with
+the head locked, and written then if the log's own last seq allows it, else refused
+with the reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from typing import Any
+
+import asyncpg
+
+from resumable.errors import ResumableError, StoreError
+from resumable.store.base import Lease, ReadResult, StoredRecord, check_seqs
+from resumable.store.common import check_fence, not_found
+from resumable.store.group_commit import GroupCommit, PendingAppend
+from resumable.store.postgres.connect import DRIVER_ERRORS, PostgresConnection
+from resumable.store.postgres.sql import group_columns
+
+
+class PostgresLog(PostgresConnection):
+    """Each run's records and head; appends of many runs share one statement."""
+
+    def __init__(self, dsn: str, **options: Any) -> None:
+        """``options``: those of :class:`.PostgresConnection` (sync, schema, pool size, timeout)."""
+        super().__init__(dsn, **options)
+        self._writer_conn: Any = None
+        self._writer = GroupCommit(
+            self._commit,
+            name=f"resumable-pg:{self.schema}",
+            one_append_per_run=True,
+            queue_behind_direct=True,
+        )
+
+    async def _close_log(self) -> None:
+        """Commit what is waiting, then give the writer's connection back to the pool."""
+        await self._writer.stop()
+        if self._pool is not None and self._writer_conn is not None:
+            await self._pool.release(self._writer_conn)
+            self._writer_conn = None
+
+    async def append(self, run_id: str, records: Sequence[StoredRecord], lease: Lease) -> None:
+        check_seqs(records, 0)
+        if lease.run_id != run_id or not records:
+            async with self._conn("appending") as conn:
+                epoch = await conn.fetchval(
+                    f"SELECT epoch FROM {self._s}.runs WHERE run_id = $1", run_id
+                )
+            check_fence(run_id, lease, epoch, self.url)
+            return
+        if not self._writer.running:
+            raise StoreError(f"the PostgreSQL store {self.url} is not open (use `async with`)")
+        await self._writer.submit(run_id, records, lease)
+
+    async def _commit(self, group: list[PendingAppend]) -> list[Exception | None]:
+        """The group at its heads in one statement; an append the heads refused, alone after."""
+        try:
+            conn = await self._writer_connection()
+            try:
+                accepted = await self._append_at_heads(conn, group)
+            except asyncpg.PostgresError as err:
+                if isinstance(err, asyncpg.PostgresConnectionError):
+                    raise
+                if len(group) > 1:  # e.g. one duplicate seq: the others must not fail with it
+                    return [(await self._commit([item]))[0] for item in group]
+                accepted = set()  # the locked look says why, or writes it after all
+        except DRIVER_ERRORS as err:
+            await self._drop_writer_connection()
+            return [self._failure(err, "appending")] * len(group)
+        return [
+            None if n in accepted else await self._append_locked(item)
+            for n, item in enumerate(group)
+        ]
+
+    async def _append_at_heads(self, conn: Any, group: list[PendingAppend]) -> set[int]:
+        """The positions in ``group`` of the appends written (those whose head matched)."""
+        if len(group) > 1:
+            rows = await conn.fetch(self._sql["append_many"], *group_columns(group))
+            return {row[0] for row in rows}
+        (only,) = group
+        records = only.records
+        if len(records) == 1:
+            (record,) = records
+            status = await conn.execute(
+                self._sql["append_record"],
+                only.run_id,
+                only.lease.epoch,
+                record.seq,
+                record.epoch,
+                record.data,
+            )
+        else:
+            columns = zip(*[(r.seq, r.epoch, r.data) for r in records], strict=True)
+            status = await conn.execute(
+                self._sql["append_one"],
+                only.run_id,
+                only.lease.epoch,
+                records[0].seq,
+                *columns,
+                records[-1].seq,
+            )
+        return set() if status.endswith(" 0") else {0}
+
+    async def _append_locked(self, item: PendingAppend) -> Exception | None:
+        """Look at a refused append again with its head locked: write it, or say why not."""
+        run_id, records = item.run_id, item.records
+        try:
+            conn = await self._writer_connection()
+            async with conn.transaction():
+                epoch = await conn.fetchval(self._sql["lock_head"], run_id)
+                check_fence(run_id, item.lease, epoch, self.url)
+                last_seq = await conn.fetchval(self._sql["log_end"], run_id)
+                if last_seq is None:  # the run was deleted
+                    raise not_found(run_id, self.url)
+                check_seqs(records, last_seq)
+                columns = zip(*[(r.seq, r.epoch, r.data) for r in records], strict=True)
+                await conn.execute(self._sql["append_locked"], run_id, *columns, records[-1].seq)
+        except (ResumableError, ValueError) as err:
+            return err
+        except asyncpg.UniqueViolationError:  # a writer that does not lock the head was first
+            return StoreError(f"append to run {run_id} was refused: its seqs are taken")
+        except DRIVER_ERRORS as err:
+            await self._drop_writer_connection()
+            return self._failure(err, "appending")
+        return None
+
+    async def _writer_connection(self) -> Any:
+        """The writer's own connection, replaced once the server or the pool dropped it."""
+        try:
+            usable = self._writer_conn is not None and not self._writer_conn.is_closed()
+        except asyncpg.InterfaceError:  # the pool took it back after the server closed it
+            usable = False
+        if not usable:
+            await self._drop_writer_connection()
+            conn = await self._pool.acquire()
+            if conn.get_server_version() >= (12,):
+                # The group statement's plan does not depend on its arrays: planning it
+                # for each group's values (PostgreSQL's choice for it) costs more than it runs.
+                await conn.execute("SET plan_cache_mode = force_generic_plan")
+            self._writer_conn = conn
+        return self._writer_conn
+
+    async def _drop_writer_connection(self) -> None:
+        if self._writer_conn is not None:
+            conn, self._writer_conn = self._writer_conn, None
+            with contextlib.suppress(*DRIVER_ERRORS):
+                await self._pool.release(conn)
+
+    async def read(self, run_id: str, after_seq: int = 0) -> ReadResult:
+        async with self._conn("reading the log") as conn:
+            # The head first: an append commits it with its records, so the records
+            # read next include at least those it counts.
+            high_water = await conn.fetchval(
+                f"SELECT last_seq FROM {self._s}.heads WHERE run_id = $1", run_id
+            )
+            rows = await conn.fetch(
+                f"SELECT seq, epoch, data FROM {self._s}.records "
+                "WHERE run_id = $1 AND seq > $2 ORDER BY seq",
+                run_id,
+                after_seq,
+            )
+            if not rows and not await self._exists(conn, run_id):
+                raise not_found(run_id, self.url)
+        records = [StoredRecord(r[0], r[1], bytes(r[2])) for r in rows]
+        return ReadResult(records, high_water=high_water)
