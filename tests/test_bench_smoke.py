@@ -7,6 +7,7 @@ and what the resume runs read are.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -199,3 +200,13 @@ def test_set_order_reports_capture_and_restore_against_pickles_own() -> None:
         for key in ("capture us", "plain us", "x plain", "restore us", "restore x plain"):
             assert row[key] > 0, key
         assert row["bytes"] > row["plain bytes"]  # the table is pickled too
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind")
+def test_instructions_counts_a_journaled_await_of_each_tree() -> None:
+    data = bench_json("instructions", "--base", str(ROOT / "src"))
+    counted = data["instructions_per_await"]
+    assert set(counted) == {"base", "this checkout"}
+    # the same tree twice: the count is the same to a percent, whatever the machine's load
+    assert 0.99 < counted["this checkout"] / counted["base"] < 1.01
+    assert counted["base"] > 1000

@@ -1,0 +1,88 @@
+"""`bench.py instructions`: CPU instructions per foreign await, counted, not timed.
+
+    python scripts/bench.py instructions                       # this checkout
+    python scripts/bench.py instructions --base ../other/src   # and another, side by side
+
+A shared machine's load moves a timed per-await cost by more than the few percent a change
+to the await path makes; the number of instructions the process executes does not move
+with the load. This counts them with valgrind's ``callgrind`` (no CPU counters needed) for a
+``resumable exec`` of ``for i in range(N): await asyncio.sleep(0)`` at N and 3N awaits, with
+``sync = "flush"`` (the write path without the disk's wait), and reports the slope: the
+instructions one journaled await costs, start-up and the program's end taken out. With
+``--base`` the same is counted for the source tree at that path (``PYTHONPATH``), and the
+ratio is this checkout's over the base's. Both trees run the same program through their own
+``python -m resumable exec``. Needs ``valgrind`` on the PATH (``apt-get install valgrind``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from benchmarks.report import Report
+
+_PROGRAM = "import asyncio\n\nfor i in range({n}):\n    await asyncio.sleep(0)\nprint('done')\n"
+_CONFIG = '[durability]\nenabled = true\nsync = "flush"\n'
+_COLLECTED = re.compile(r"Collected : (\d+)")
+_SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+def instructions_options(parser: argparse.ArgumentParser) -> None:
+    parser.set_defaults(repeat=1)
+    parser.add_argument("--awaits", type=int, default=1000, help="N: counted at N and 3N")
+    parser.add_argument("--base", type=Path, help="the src folder of a checkout to compare")
+    parser.add_argument("--quick", action="store_true", help="N = 50: a smoke test")
+
+
+def count(src: Path, awaits: int, folder: Path) -> int:
+    """Instructions of one ``resumable exec`` of the program with ``awaits`` awaits."""
+    work = folder / f"{src.parent.name}-{awaits}"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    (work / "loop.py").write_text(_PROGRAM.format(n=awaits), encoding="utf-8")
+    (work / "playbooks.toml").write_text(_CONFIG, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(src), "PYTHONHASHSEED": "0"}
+    argv = [sys.executable, "-m", "resumable", "exec", "loop.py", "-q"]
+    done = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    found = _COLLECTED.search(done.stderr)
+    if done.returncode != 0 or found is None or "done" not in done.stdout:
+        raise SystemExit(f"{' '.join(argv)} under valgrind failed:\n{done.stdout}{done.stderr}")
+    return int(found[1])
+
+
+def per_await(src: Path, awaits: int, folder: Path) -> float:
+    return (count(src, 3 * awaits, folder) - count(src, awaits, folder)) / (2 * awaits)
+
+
+def bench_instructions(args: argparse.Namespace) -> Report:
+    if shutil.which("valgrind") is None:
+        raise SystemExit("valgrind is not installed: apt-get install valgrind")
+    if args.quick:
+        args.awaits = 50
+    trees = [("this checkout", _SRC)]
+    if args.base is not None:
+        trees.insert(0, ("base", args.base.resolve()))
+    with tempfile.TemporaryDirectory() as folder:
+        counted = {name: per_await(src, args.awaits, Path(folder)) for name, src in trees}
+    first = next(iter(counted.values()))
+    rows = [(name, round(value), round(value / first, 3)) for name, value in counted.items()]
+    summary = {"awaits": args.awaits, "instructions_per_await": counted}
+    return Report(
+        f"Instructions per journaled await (slope between {args.awaits} and "
+        f"{3 * args.awaits} awaits, sync = flush)",
+        ("tree", "instructions per await", "x first"),
+        rows,
+        summary,
+    )
