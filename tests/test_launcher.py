@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -93,3 +94,64 @@ def test_import_resumable_loads_the_runtime_only_when_used() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
     )
     assert done.stdout.splitlines() == ["[]", "resumable.durability.steps False"]
+
+
+def _exec(cwd: Path, *args: str) -> tuple[int, str, str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "resumable", "exec", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"},
+        timeout=120,
+    )
+    return done.returncode, done.stdout, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("script", "options"),
+    [
+        ("print('hi')\n", ["-q", "--json"]),
+        ("import sys\nprint('bye')\nsys.exit(3)\n", ["--quiet"]),
+        ("raise ValueError('no')\n", []),
+        ("print('hi')\n", ["--run-id", "bad id"]),
+        ("print('hi')\n", ["--events", "json", "-q"]),
+    ],
+)
+def test_plain_exec_arguments_behave_as_the_full_command_line(
+    tmp_path: Path, script: str, options: list[str]
+) -> None:
+    """Plain ``exec`` arguments skip building the command line; the same run through typer
+    (``--`` before the script sends it there) prints and exits the same."""
+    from resumable.cli.direct import plain_exec
+
+    (tmp_path / "s.py").write_text(script, encoding="utf-8")
+    assert plain_exec(["exec", *options, "s.py"]) is not None
+    assert plain_exec(["exec", *options, "--", "s.py"]) is None
+
+    def shown(text: str) -> str:  # run ids and timings differ between two runs
+        text = re.sub(r"\d{8}-\d{6}-[0-9a-f]{6}", "RUN", text)
+        return re.sub(r"\d+\.\d+", "T", text)
+
+    direct = _exec(tmp_path, *options, "s.py")
+    typer_path = _exec(tmp_path, *options, "--", "s.py")
+    assert direct[0] == typer_path[0]
+    assert shown(direct[1]) == shown(typer_path[1])
+    assert shown(direct[2]) == shown(typer_path[2])
+
+
+def test_unclear_exec_arguments_go_to_the_command_line() -> None:
+    from resumable.cli.direct import plain_exec
+
+    assert plain_exec(["exec", "a.py", "b.py"]) is None
+    assert plain_exec(["exec", "--help"]) is None
+    assert plain_exec(["exec", "a.py", "--no-input"]) is None
+    assert plain_exec(["exec", "a.py", "--run-id"]) is None
+    assert plain_exec(["run", "a.pb"]) is None
+    assert plain_exec(["exec", "--config=x.toml", "a.py", "-q"]) == {
+        "script": Path("a.py"),
+        "config_path": Path("x.toml"),
+        "quiet": True,
+        "events": None,
+        "json_out": False,
+    }

@@ -37,6 +37,12 @@ def main() -> None:
             sys.stdout.flush()
             argv = [sys.executable, "-m", "resumable", *args]
             os.execve(sys.executable, argv, {**os.environ, _SEED_ENV: str(seed)})
+    from resumable.cli.direct import exec_directly, plain_exec
+
+    arguments = plain_exec(args)
+    if arguments is not None:
+        exec_directly(arguments)
+        return
     from resumable.cli import main as command_line
 
     command_line()

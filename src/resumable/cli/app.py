@@ -56,13 +56,14 @@ _standalone = False
 """Set by :func:`main`: this process is the command's own and may start itself again."""
 
 
-def main() -> None:
-    """Console-script entry point."""
+def main(command: Callable[[], object] | None = None) -> None:
+    """Console-script entry point: the command line (or ``command``, one of its commands
+    called directly: :mod:`resumable.cli.direct`)."""
     global _standalone
     _standalone = True
     _route_warnings()
     try:
-        app()
+        (command or app)()
     except OSError as exc:
         if exc.errno != errno.ENAMETOOLONG:
             raise
