@@ -37,6 +37,11 @@ class ReplayOrder:
         quiet_seconds: float = _QUIET_SECONDS,
     ) -> None:
         self._pending = sorted(seqs)
+        """Every seq to release, lowest first; those before ``_start`` are released."""
+        self._start = 0
+        self._released: set[int] = set()
+        """Seqs at or after ``_start`` released out of order (dropped, answered at once):
+        releasing the lowest moves ``_start`` on, so that no release moves the list."""
         self._waiting: list[int] = []
         """Seqs whose awaits look again at each turn (0: a statement waiting to start)."""
         self._on_stuck = on_stuck
@@ -47,16 +52,29 @@ class ReplayOrder:
 
     @property
     def done(self) -> bool:
-        return not self._pending
+        return self._first() is None
 
     def next_is(self, seq: int) -> bool:
         """Whether ``seq`` is the next to be released."""
-        return bool(self._pending) and self._pending[0] == seq
+        return self._first() == seq
 
     @property
     def last(self) -> int:
         """The highest seq still to be released (0 when none is)."""
-        return self._pending[-1] if self._pending else 0
+        pending, released = self._pending, self._released
+        while len(pending) > self._start and pending[-1] in released:
+            released.discard(pending.pop())
+        return pending[-1] if len(pending) > self._start else 0
+
+    def _first(self) -> int | None:
+        """The lowest seq still to be released (None when none is)."""
+        pending, released = self._pending, self._released
+        start = self._start
+        while start < len(pending) and released and pending[start] in released:
+            released.discard(pending[start])
+            start += 1
+        self._start = start
+        return pending[start] if start < len(pending) else None
 
     async def turn(self, seq: int, suspended: bool = True) -> None:
         """Release the result recorded at ``seq`` when it is next, as its await went on.
@@ -72,7 +90,12 @@ class ReplayOrder:
     async def until(self, seq: int) -> None:
         """Wait until every result recorded up to ``seq`` was released (their tasks went on in
         the turns that released them). Nothing to wait for costs no turn of the loop."""
-        await self._look_until(lambda: not (self._pending and self._pending[0] <= seq), 0)
+
+        def released() -> bool:
+            first = self._first()
+            return first is None or first > seq
+
+        await self._look_until(released, 0)
 
     def drop(self, seq: int) -> None:
         """A recorded result that is not released in order (re-run, or answered at once)."""
@@ -99,10 +122,15 @@ class ReplayOrder:
             self._waiting.remove(seq)
 
     def _remove(self, seq: int) -> None:
-        index = bisect.bisect_left(self._pending, seq)
-        if index < len(self._pending) and self._pending[index] == seq:
-            del self._pending[index]
-            self._progress += 1
+        pending = self._pending
+        index = bisect.bisect_left(pending, seq, self._start)
+        if index == len(pending) or pending[index] != seq or seq in self._released:
+            return
+        if index == self._start:
+            self._start += 1  # the usual case: the lowest goes, in constant time
+        else:
+            self._released.add(seq)
+        self._progress += 1
 
     def _watch_progress(self) -> None:
         if self._watch is None:
@@ -112,11 +140,12 @@ class ReplayOrder:
 
     def _check_stuck(self, progress: int) -> None:
         self._watch = None
-        if not self._pending or not self._waiting:
+        first = self._first()
+        if first is None or not self._waiting:
             return
         if progress != self._progress:
             self._watch = asyncio.get_running_loop().call_later(
                 self._quiet, self._check_stuck, self._progress
             )
             return
-        self._failed = self._on_stuck(self._pending[0], sorted(s for s in self._waiting if s))
+        self._failed = self._on_stuck(first, sorted(s for s in self._waiting if s))
