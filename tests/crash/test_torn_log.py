@@ -110,9 +110,15 @@ def _crash(root: Path, seq: int, kinds: dict[int, str], full: str) -> Crashed:
     assert scan.reason is None
     assert scan.records[-1].seq == seq
     size = HEADER_BYTES + len(scan.records[-1].data)
-    assert scan.end == len(data)
+    assert scan.end == scan.written  # the rest is the segment's preallocated zeros
+    assert not any(data[scan.end :])
     return Crashed(
-        template, seq, kinds[seq], len(data) - size, data[-size:], expected=resumed.stdout
+        template,
+        seq,
+        kinds[seq],
+        scan.end - size,
+        data[scan.end - size : scan.end],
+        expected=resumed.stdout,
     )
 
 
