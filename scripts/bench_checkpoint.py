@@ -52,6 +52,7 @@ from resumable.exec.hooks import HookBase
 from resumable.exec.output import ProgramOutput
 from resumable.script import drive_script
 from resumable.store.base import CheckpointStore, RunMeta
+from resumable.store.segments import scan_frames
 
 T = TypeVar("T")
 NEVER = 10**9  # as snapshot_every: no snapshots; as keep: nothing pruned
@@ -184,13 +185,19 @@ def ratio(a: float, b: float) -> float:
 
 
 def folder_bytes(path: Path) -> int:
-    """Apparent size of every file under ``path``."""
+    """Apparent size of every file under ``path`` (of a log segment, without its zero tail)."""
     total = 0
     for root, _, files in os.walk(path):
         for name in files:
             with contextlib.suppress(FileNotFoundError):
-                total += os.stat(os.path.join(root, name)).st_size
+                total += _stored_size(Path(root, name))
     return total
+
+
+def _stored_size(path: Path) -> int:
+    if path.suffix == ".seg":  # preallocated: the frames, then zeros
+        return scan_frames(path.read_bytes()).written
+    return path.stat().st_size
 
 
 @contextlib.contextmanager
@@ -396,7 +403,7 @@ async def bytes_per_await(root: Path, shape: str, big_value: bytes | None, await
 def record_size(root: Path, awaits: int) -> int:
     """Mean size of a framed await record, read off the log of the small loop run."""
     segments = (root / "bytes-loop-small" / "runs").rglob("*.seg")
-    return max(1, round(sum(path.stat().st_size for path in segments) / (awaits + 3)))
+    return max(1, round(sum(_stored_size(path) for path in segments) / (awaits + 3)))
 
 
 async def measure_per_await(

@@ -201,3 +201,20 @@ async def test_old_segments_without_zeros_still_read_and_resume(tmp_path: Path) 
         await store.append("run-1", [rec(3, lease.epoch)], lease)
         assert [r.seq for r in (await store.read("run-1")).records] == [1, 2, 3]
     assert (run_dir(store) / "quarantine").exists() is False
+
+
+async def test_a_disk_without_room_for_a_segment_still_takes_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def full(fd: int, offset: int, length: int) -> None:
+        os.ftruncate(fd, 4096)  # a partial allocation, as some file systems leave it
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "posix_fallocate", full)
+    async with FileStore(tmp_path / "store", sync="fsync") as store:
+        lease = await new_run(store)
+        await store.append("run-1", [rec(1), rec(2)], lease)
+        [segment] = segments(store)
+        assert segment.stat().st_size == 2 * (HEADER_BYTES + 40)
+        assert [r.seq for r in (await store.read("run-1")).records] == [1, 2]
+    assert "preallocate" not in capsys.readouterr().err

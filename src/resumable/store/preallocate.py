@@ -11,7 +11,8 @@ power loss undoes it, the zeros are back, which reads the same).
 
 Where the file system cannot preallocate (``posix_fallocate`` missing, or failing with
 ``EOPNOTSUPP``/``EINVAL``), a segment is appended to and fsynced as before; a warning
-says so once per process.
+says so once per process. A segment the disk has no room for is appended to as well
+(silently): a nearly full disk still takes records until it is full.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ SEGMENT_BYTES = 1 << 20
 """The space a new segment is allocated with (a larger batch gets a segment its size)."""
 
 _UNSUPPORTED = (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS)
+_NO_ROOM = (errno.ENOSPC, errno.EDQUOT)
 _warned = False
 
 
@@ -47,7 +49,7 @@ def open_segment_file(path: Path, room: int) -> tuple[int, int, int]:
                 end = scan_frames(existing.read()).end
             os.ftruncate(fd, end)
         capacity = max(SEGMENT_BYTES, end + room)
-        if not _preallocate(fd, capacity):
+        if not _preallocate(fd, end, capacity):
             capacity = 0
     except BaseException:
         os.close(fd)
@@ -55,13 +57,21 @@ def open_segment_file(path: Path, room: int) -> tuple[int, int, int]:
     return fd, end, capacity
 
 
-def _preallocate(fd: int, size: int) -> bool:
+def _preallocate(fd: int, end: int, size: int) -> bool:
+    """Allocate ``fd`` to ``size`` bytes; False if it is to be appended to instead.
+
+    A disk without room for a whole segment is not yet full: the segment is appended
+    to, and an append fails only when its own bytes do not fit (as without preallocation).
+    """
     allocate = getattr(os, "posix_fallocate", None)
     try:
         if allocate is None:
             raise OSError(errno.ENOSYS, "posix_fallocate is not available")
         allocate(fd, 0, size)
     except OSError as exc:
+        if exc.errno in _NO_ROOM:
+            os.ftruncate(fd, end)  # what a failed allocation may have left
+            return False
         if exc.errno not in _UNSUPPORTED:
             raise
         _warn_once(exc)
