@@ -76,7 +76,8 @@ class OwnedRun:
         """Cut a partial write back off and close the segment: the next batch starts a new one."""
         if self.fd < 0:
             return
-        self.capacity = 1  # close_segment cuts the file at the last complete batch
+        release_tail(self.fd, self.size)
+        self.capacity = 0  # cut already: nothing for close_segment to give back
         self.close_segment()
 
 
