@@ -81,6 +81,9 @@ BENCHMARKS: dict[str, Benchmark] = {
     "startup": Benchmark(
         "startup", "resumable exec hi.py against python hi.py, --version against python -c pass"
     ),
+    "segments": Benchmark(
+        "segments", "a store append into a preallocated segment against raw appends (--before)"
+    ),
     "instructions": Benchmark(
         "instructions", "CPU instructions per journaled await (valgrind), against a --base tree"
     ),

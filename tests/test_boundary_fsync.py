@@ -105,6 +105,7 @@ async def run_program(
         namespace, hook=recorder, observer=recorder, filename="<program>"
     )
     monkeypatch.setattr(os, "fsync", effects.disk.fsync)
+    monkeypatch.setattr(os, "fdatasync", effects.disk.fsync)
     try:
         with ProgramOutput(hold=True).installed():
             result = await executor.run(source)

@@ -54,6 +54,7 @@ from benchmarks.harness import (
     folder_bytes,
     ratio,
     scratch_folder,
+    stored_size,
     tick,
 )
 from benchmarks.report import Report, SectionedReport
@@ -192,7 +193,7 @@ async def bytes_per_await(root: Path, shape: str, big_value: bytes | None, await
 def record_size(root: Path, awaits: int) -> int:
     """Mean size of a framed await record, read off the log of the small loop run."""
     segments = (root / "bytes-loop-small" / "runs").rglob("*.seg")
-    return max(1, round(sum(path.stat().st_size for path in segments) / (awaits + 3)))
+    return max(1, round(sum(stored_size(path) for path in segments) / (awaits + 3)))
 
 
 async def measure_per_await(

@@ -25,6 +25,7 @@ from resumable.durability.session import RunSession
 from resumable.exec.executor import StreamingPythonExecutor
 from resumable.exec.output import ProgramOutput
 from resumable.store.base import CheckpointStore, RunMeta
+from resumable.store.filesystem.segments import scan_frames
 
 NEVER = 10**9  # as snapshot_every: no snapshots; as keep: nothing pruned
 SYNCS = ("flush", "fsync")
@@ -138,13 +139,20 @@ def ratio(a: float, b: float) -> float:
 
 
 def folder_bytes(path: Path) -> int:
-    """Apparent size of every file under ``path``."""
+    """Apparent size of every file under ``path`` (of a log segment, without its zero tail)."""
     total = 0
     for root, _, files in os.walk(path):
         for name in files:
             with contextlib.suppress(FileNotFoundError):
-                total += os.stat(os.path.join(root, name)).st_size
+                total += stored_size(Path(root, name))
     return total
+
+
+def stored_size(path: Path) -> int:
+    """A file's size; a log segment's written part (preallocated: the frames, then zeros)."""
+    if path.suffix == ".seg":
+        return scan_frames(path.read_bytes()).written
+    return path.stat().st_size
 
 
 @contextlib.contextmanager

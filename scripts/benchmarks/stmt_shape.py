@@ -53,18 +53,26 @@ def stmt_shape_options(parser: argparse.ArgumentParser) -> None:
 
 @contextlib.contextmanager
 def counting_fsyncs() -> Iterator[list[int]]:
-    """``os.fsync`` counted while the block runs: ``[count]``."""
-    real, count = os.fsync, [0]
+    """``os.fsync`` and ``os.fdatasync`` counted while the block runs: ``[count]``."""
+    real, real_data, count = os.fsync, getattr(os, "fdatasync", None), [0]
 
     def fsync(fd: Any) -> None:
         count[0] += 1
         real(fd)
 
-    os.fsync = fsync
+    def fdatasync(fd: Any) -> None:
+        count[0] += 1
+        (real_data or real)(fd)
+
+    os.fsync, os.fdatasync = fsync, fdatasync
     try:
         yield count
     finally:
         os.fsync = real
+        if real_data is None:
+            del os.fdatasync
+        else:
+            os.fdatasync = real_data
 
 
 def raw_appends(folder: Path, n: int, size: int) -> list[float]:

@@ -110,9 +110,15 @@ def _crash(root: Path, seq: int, kinds: dict[int, str], full: str) -> Crashed:
     assert scan.reason is None
     assert scan.records[-1].seq == seq
     size = HEADER_BYTES + len(scan.records[-1].data)
-    assert scan.end == len(data)
+    assert scan.end == scan.written  # the rest is the segment's preallocated zeros
+    assert not any(data[scan.end :])
     return Crashed(
-        template, seq, kinds[seq], len(data) - size, data[-size:], expected=resumed.stdout
+        template,
+        seq,
+        kinds[seq],
+        scan.end - size,
+        data[scan.end - size : scan.end],
+        expected=resumed.stdout,
     )
 
 
@@ -211,10 +217,12 @@ async def _check_falls_back(
     assert healed.reason is None
 
 
+@pytest.mark.parametrize("zeros", [0, 4096], ids=["cut", "preallocated"])
 @pytest.mark.parametrize("kind", ["await", "stmt"])
 async def test_torn_last_record_at_every_offset_folds_to_the_record_before(
-    reference: Reference, scratch: Path, kind: str
+    reference: Reference, scratch: Path, kind: str, zeros: int
 ) -> None:
+    """Cut at every byte; in a preallocated segment the rest of the frame reads as zeros."""
     crashed = reference.crashes[kind]
     work = _copy(crashed, scratch, "fold", crashed.frame_bytes)
     segment = _segment(work)
@@ -225,9 +233,12 @@ async def test_torn_last_record_at_every_offset_folds_to_the_record_before(
     async with store_for(config.durability, config) as store:
         coordinator = RecoveryCoordinator(store, codec)
         for cut in range(1, len(crashed.frame_bytes)):
-            segment.write_bytes(good + crashed.frame_bytes[:cut])
+            segment.write_bytes(good + crashed.frame_bytes[:cut] + bytes(zeros))
             loaded = await coordinator.load("r")
             assert loaded.state.seq == crashed.seq - 1, cut
+            if zeros and not any(crashed.frame_bytes[:cut]):
+                assert not loaded.problems  # zeros only: the segment's end
+                continue
             (problem,) = loaded.problems
             assert segment.name in problem
             assert f"resuming from the last valid record ({crashed.seq - 1})" in problem

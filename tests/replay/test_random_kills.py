@@ -17,6 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests.replay import harness
 
+from resumable.store.filesystem.segments import scan_frames
+
 SAMPLE = ("agent_class.py", "gather_five.py", "sync_steps.py")
 
 
@@ -39,7 +41,7 @@ def kill_and_resume(
             return harness.Observed(done.code, stdout, harness.ledger(work), stderr), landed
         # killed before the run's first record: nothing ran, nothing to resume
         log = work / ".resumable" / "runs" / "r" / "log"
-        if any(segment.stat().st_size for segment in log.glob("*.seg")):
+        if any(scan_frames(segment.read_bytes()).records for segment in log.glob("*.seg")):
             args = ["resume", "r"]
         else:
             shutil.rmtree(work / ".resumable", ignore_errors=True)

@@ -19,7 +19,7 @@ from resumable.store.heads import read_head
 
 
 class Disk:
-    """``os.fsync`` held until the test lets it answer (or fail)."""
+    """``os.fsync`` (and ``os.fdatasync``) held until the test lets it answer (or fail)."""
 
     def __init__(self) -> None:
         self.answer = threading.Event()
@@ -46,6 +46,7 @@ class Disk:
 def disk(monkeypatch: pytest.MonkeyPatch) -> Disk:
     held = Disk()
     monkeypatch.setattr(os, "fsync", held.fsync)
+    monkeypatch.setattr(os, "fdatasync", held.fsync)  # a preallocated segment's flush
     return held
 
 

@@ -51,6 +51,8 @@ class FsyncInProgress:
     """The head file (fd, path), written with ``seq`` once the segment is durable."""
     seq: int
     failure: Failure
+    data_only: bool = False
+    """``fdatasync`` (a preallocated segment written in place) rather than ``fsync``."""
     _error: BaseException | None = None
     _finished: bool = False
     _done: _thread.LockType = field(default_factory=_held_lock)
@@ -58,7 +60,7 @@ class FsyncInProgress:
     def run(self) -> None:
         """On the syncer thread: make the segment durable, then move the head up to it."""
         try:
-            fsync_file(self.fd, self.directory)
+            fsync_file(self.fd, self.directory, self.data_only)
             try:
                 write_head(self.head[0], self.seq)
             except OSError as exc:
@@ -125,9 +127,15 @@ os.register_at_fork(after_in_child=_forget_thread_after_fork)
 
 
 def start_fsync(
-    fd: int, directory: Path | None, head: tuple[int, Path], seq: int, failure: Failure
+    fd: int,
+    directory: Path | None,
+    head: tuple[int, Path],
+    seq: int,
+    failure: Failure,
+    *,
+    data_only: bool = False,
 ) -> FsyncInProgress:
     """Fsync ``fd`` (and ``directory``) on the syncer thread, then write ``seq`` to the head."""
-    job = FsyncInProgress(fd, directory, head, seq, failure)
+    job = FsyncInProgress(fd, directory, head, seq, failure, data_only)
     _syncer.start(job)
     return job

@@ -33,6 +33,7 @@ from resumable.errors import (
 from resumable.store.base import Lease, ReadResult, RunMeta, RunSummary, StoredRecord, check_seqs
 from resumable.store.common import RUN_ID, check_run_id
 from resumable.store.filesystem.owner import OwnedRun, busy_error, is_locked, try_lock
+from resumable.store.filesystem.preallocate import open_segment_file, release_tail
 from resumable.store.filesystem.segments import (
     drop_covered,
     encode_frames,
@@ -268,14 +269,16 @@ class RunFolders:
             return
         check_seqs(records, newest_seq(run_dir))
         path = run_dir / "log" / f"{records[0].seq:020d}.seg"
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        frames = encode_frames(records)
+        fd, size, capacity = open_segment_file(path, len(frames))
         try:
-            frames, size = encode_frames(records), os.fstat(fd).st_size
-            if os.write(fd, frames) != len(frames):
+            if os.pwrite(fd, frames, size) != len(frames):
                 os.ftruncate(fd, size)
                 raise OSError(errno.ENOSPC, "short write", str(path))
             if self.sync == "fsync":
-                fsync_file(fd, path.parent)
+                fsync_file(fd, path.parent, capacity > 0)
+            if capacity:
+                release_tail(fd, size + len(frames))  # no one appends to it after us
         finally:
             os.close(fd)
         store_head(run_dir / "head", records[-1].seq)

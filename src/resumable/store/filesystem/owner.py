@@ -2,11 +2,13 @@
 
 A run is owned by the process holding ``runs/<run_id>/lock`` with ``flock``; the lock
 goes with the fd, so a crashed owner releases it without any clean-up. ``OwnedRun`` is
-what the owning store object keeps open between appends.
+what the owning store object keeps open between appends: the segment it writes in place
+(:mod:`resumable.store.filesystem.preallocate`), a new one when it fills up.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 from dataclasses import dataclass
@@ -14,6 +16,7 @@ from pathlib import Path
 
 from resumable.errors import RunBusyError
 from resumable.store.filesystem.background_fsync import FsyncInProgress
+from resumable.store.filesystem.preallocate import open_segment_file, release_tail
 
 
 @dataclass(slots=True)
@@ -28,14 +31,32 @@ class OwnedRun:
     fd: int = -1
     segment: Path | None = None
     size: int = 0
+    """Where the segment's next frame goes (the end of its last complete batch)."""
+    capacity: int = 0
+    """The size the segment is preallocated to; 0 when it is appended to and fsynced."""
     syncing: FsyncInProgress | None = None
     """The last batch's fsync, while it runs on the syncer thread (``FileStore.begin_append``)."""
 
-    def open_segment(self, first_seq: int) -> None:
+    def write(self, frames: bytes, first_seq: int) -> bool:
+        """Write a framed batch at the segment's end; True if it opened a new segment.
+
+        A batch that does not fit in a preallocated segment's room starts a new one.
+        """
+        created = self.fd < 0
+        if not created and self.capacity and self.size + len(frames) > self.capacity:
+            self.close_segment()
+            created = True
+        if created:
+            self.open_segment(first_seq, len(frames))
+        written = os.pwrite(self.fd, frames, self.size)
+        if written != len(frames):
+            raise OSError(errno.ENOSPC, f"short write ({written} of {len(frames)} bytes)")
+        self.size += written
+        return created
+
+    def open_segment(self, first_seq: int, room: int = 0) -> None:
         self.segment = self.log_dir / f"{first_seq:020d}.seg"
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
-        self.fd = os.open(self.segment, flags, 0o600)
-        self.size = os.fstat(self.fd).st_size
+        self.fd, self.size, self.capacity = open_segment_file(self.segment, room)
 
     def finish_sync(self) -> None:
         """Wait for the background fsync of the last batch, if any; its waiter sees its error."""
@@ -46,17 +67,18 @@ class OwnedRun:
     def close_segment(self) -> None:
         self.finish_sync()  # the syncer thread may still be using the fd
         if self.fd >= 0:
+            if self.capacity:
+                release_tail(self.fd, self.size)
             os.close(self.fd)
             self.fd = -1
 
     def undo_write(self) -> None:
-        """Cut a partial write back off, so the next batch follows the last good frame."""
+        """Cut a partial write back off and close the segment: the next batch starts a new one."""
         if self.fd < 0:
             return
-        try:
-            os.ftruncate(self.fd, self.size)
-        except OSError:
-            self.close_segment()
+        release_tail(self.fd, self.size)
+        self.capacity = 0  # cut already: nothing for close_segment to give back
+        self.close_segment()
 
 
 def try_lock(path: Path) -> int | None:

@@ -1,11 +1,15 @@
 """The segment log of a file-store run: framing, scanning, repair and the prune rewrite.
 
-A run's log is a folder of append-only segments named by their first seq. Frames in a
-segment: ``[u32 length][u32 crc32 of the rest][u64 seq][u32 epoch]`` then the sealed
-record. The top bit of ``length`` marks "more frames of this batch follow", so a batch
-cut short by a crash is dropped whole. Reading stops at the first short or bad frame and
-says where. The durable-write helpers (temp file, fsync, rename) live here too because
-repair and prune need them; the store uses them for its other files.
+A run's log is a folder of segments named by their first seq. Frames in a segment:
+``[u32 length][u32 crc32 of the rest][u64 seq][u32 epoch]`` then the sealed record. The
+top bit of ``length`` marks "more frames of this batch follow", so a batch cut short by a
+crash is dropped whole. A segment may be preallocated (:mod:`resumable.store.filesystem.preallocate`):
+its frames are followed by zeros, and a frame header of zeros where everything after it
+is zero too is the segment's end, never a record (seq 0 never follows anything). Reading
+stops at the first short or bad frame - or at zeros followed by data, the tail of a batch
+cut by a power loss - and says where. The durable-write helpers (temp file, fsync,
+rename) live here too because repair and prune need them; the store uses them for its
+other files.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ _HEAD = struct.Struct("<IIQI")
 _TAIL = struct.Struct("<QI")
 HEADER_BYTES = _HEAD.size
 _MORE = 0x8000_0000
+_ZEROS = bytes(HEADER_BYTES)
 _SEGMENT = re.compile(r"(\d{20})\.seg")
 _SNAPSHOT = re.compile(r"(\d{20})\.snap")
 
@@ -51,6 +56,8 @@ class _Scan:
     """Offset just past the last complete batch."""
     reason: str | None
     """Why scanning stopped before the end of the buffer (None: it did not)."""
+    written: int
+    """Offset where the zero tail of a preallocated segment starts (or the buffer's end)."""
 
 
 def scan_frames(buf: bytes, after_seq: int = 0) -> _Scan:
@@ -60,6 +67,12 @@ def scan_frames(buf: bytes, after_seq: int = 0) -> _Scan:
     size, pos, last = len(buf), 0, after_seq
     batch_pos, batch_len, reason = 0, 0, None
     while pos < size:
+        if view[pos : pos + HEADER_BYTES] == _ZEROS[: size - pos]:
+            if buf.count(0, pos) < size - pos:  # zeros, then data: a batch torn by a power loss
+                reason = "zeros followed by data (a batch torn by a power loss)"
+            else:
+                size = pos  # the zero tail of a preallocated segment: the end
+            break
         if size - pos < HEADER_BYTES:
             reason = f"frame header cut short at {size - pos} bytes"
             break
@@ -82,7 +95,7 @@ def scan_frames(buf: bytes, after_seq: int = 0) -> _Scan:
     if batch_pos < pos and reason is None:
         reason = "batch cut short"
     del records[batch_len:]
-    return _Scan(records, batch_pos, reason)
+    return _Scan(records, batch_pos, reason, size if reason is None else len(buf))
 
 
 def read_log(run_dir: Path, after_seq: int = 0) -> ReadResult:
@@ -155,13 +168,15 @@ def repair(run_dir: Path, *, fsync: bool) -> int:
     for i in range(first_needed(segments, last), len(segments)):
         path = segments[i][1]
         buf = path.read_bytes()
-        if not buf:  # created by a writer that died before its first write
-            path.unlink()
-            continue
         scan = scan_frames(buf)
+        if not scan.records and scan.reason is None:
+            path.unlink()  # created by a writer that died before its first write
+            continue
         if scan.records:
             last = max(last, scan.records[-1].seq)
         if scan.reason is None:
+            if scan.written < len(buf):  # a crashed writer's preallocated zeros
+                os.truncate(path, scan.written)
             continue
         quarantine = run_dir / "quarantine"
         quarantine.mkdir(mode=0o700, exist_ok=True)
@@ -205,10 +220,10 @@ def drop_covered(log_dir: Path, covered: int, may_touch_newest: bool, fsync: boo
         if limit is not None and limit <= covered + 1:
             path.unlink()  # every record in it is covered
             continue
-        if gone and (kept or (limit is None and scan.end < len(buf))):
+        if gone and (kept or (limit is None and scan.end < scan.written)):
             cut = sum(HEADER_BYTES + len(r.data) for r in gone)
             first_kept = kept[0].seq if kept else covered + 1
-            write_atomic(log_dir / f"{first_kept:020d}.seg", buf[cut:], fsync)
+            write_atomic(log_dir / f"{first_kept:020d}.seg", buf[cut : scan.written], fsync)
             path.unlink()
         elif gone:
             path.unlink()  # nothing left but copies of the next segment's records
@@ -244,8 +259,12 @@ def write_atomic(path: Path, data: bytes, fsync: bool) -> None:
         fsync_dir(path.parent)
 
 
-def fsync_file(fd: int, directory: Path | None) -> None:
-    os.fsync(fd)
+def fsync_file(fd: int, directory: Path | None, data_only: bool = False) -> None:
+    """Make ``fd`` durable (only its data and size with ``data_only``: ``fdatasync``)."""
+    if data_only and hasattr(os, "fdatasync"):
+        os.fdatasync(fd)
+    else:
+        os.fsync(fd)
     if directory is not None:
         fsync_dir(directory)
 

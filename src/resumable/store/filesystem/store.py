@@ -5,7 +5,7 @@ Layout under ``root`` (folders 0700, files 0600)::
     key                                  random MAC key, created on first use
     runs/<run_id>/meta.json              replaced atomically (temp, fsync, rename, fsync dir)
     runs/<run_id>/head                   the last acknowledged seq (:mod:`resumable.store.heads`)
-    runs/<run_id>/log/<first_seq>.seg    append-only segments; a new one per snapshot and owner
+    runs/<run_id>/log/<first_seq>.seg    preallocated segments; a new one per snapshot, owner, 1 MiB
     runs/<run_id>/snapshots/<seq>.snap
     runs/<run_id>/blobs/<digest>         written once (temp + rename)
     runs/<run_id>/quarantine/            torn or corrupt log tails, moved aside, never deleted
@@ -17,8 +17,10 @@ owner's lock and open segment in :mod:`resumable.store.filesystem.owner`. Becaus
 segment is never reopened for writing once its writer closed it, dropping or rewriting
 old segments (``prune``) never races an append.
 
-Hot path: ``append`` keeps the segment's fd open (O_APPEND) and writes a batch with one
-``os.write``; with ``sync="fsync"`` it then fsyncs - inline when the store writes one run
+Hot path: ``append`` keeps the segment's fd open and writes a batch with one ``pwrite``
+in place, into space the segment was preallocated with (:mod:`resumable.store.filesystem.preallocate`);
+with ``sync="fsync"`` it then makes it durable with ``fdatasync`` (``fsync`` where the
+file system cannot preallocate and the segment is appended to) - inline when the store writes one run
 (a thread hop costs as much as a fast fsync), in a thread when it writes several, so
 concurrent runs keep going. ``begin_append`` writes the batch the same way and leaves its
 fsync to the syncer thread (:mod:`resumable.store.filesystem.background_fsync`): a statement's
@@ -147,11 +149,11 @@ class FileStore(RunFolders, ClosedOnExit):
             directory = owned.log_dir if created else None
             if len(self._owned) > 1:
                 # other runs of this process append too: do not stall them behind us
-                await self._io(fsync_file, owned.fd, directory)
+                await self._io(fsync_file, owned.fd, directory, owned.capacity > 0)
             else:
                 # the only run: a thread hop would cost as much as a fast fsync itself
                 try:
-                    fsync_file(owned.fd, directory)
+                    fsync_file(owned.fd, directory, owned.capacity > 0)
                 except OSError as exc:
                     raise self._error(exc, owned.segment) from exc
         try:
@@ -188,28 +190,24 @@ class FileStore(RunFolders, ClosedOnExit):
             if written is not None:
                 written()  # before the syncer thread wakes: waking it may preempt us
         finally:
-            owned.syncing = start_fsync(owned.fd, directory, head, owned.last_seq, failure)
+            owned.syncing = start_fsync(
+                owned.fd, directory, head, owned.last_seq, failure, data_only=owned.capacity > 0
+            )
         return owned.syncing
 
     def _write(self, owned: OwnedRun, records: Sequence[StoredRecord]) -> bool:
-        """One ``os.write`` of the framed batch (after the previous batch is durable); True
-        if it opened a new segment."""
+        """One write of the framed batch at the segment's end (after the previous batch is
+        durable); True if it opened a new segment."""
         syncing, owned.syncing = owned.syncing, None
         if syncing is not None:
             syncing.wait()
         check_seqs(records, owned.last_seq)
         frames = encode_frames(records)
-        created = owned.fd < 0
         try:
-            if created:
-                owned.open_segment(records[0].seq)
-            written = os.write(owned.fd, frames)
-            if written != len(frames):
-                raise OSError(errno.ENOSPC, f"short write ({written} of {len(frames)} bytes)")
+            created = owned.write(frames, records[0].seq)
         except OSError as exc:
             owned.undo_write()
             raise self._error(exc, owned.segment) from exc
-        owned.size += written
         owned.last_seq = records[-1].seq
         return created
 
