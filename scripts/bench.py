@@ -81,6 +81,9 @@ BENCHMARKS: dict[str, Benchmark] = {
     "startup": Benchmark(
         "startup", "resumable exec hi.py against python hi.py, --version against python -c pass"
     ),
+    "long-statement": Benchmark(
+        "long_statement", "per-await cost of one statement of N and 10N awaits (flat: 1.0)"
+    ),
     "segments": Benchmark(
         "segments", "a store append into a preallocated segment against raw appends (--before)"
     ),

@@ -210,3 +210,10 @@ def test_instructions_counts_a_journaled_await_of_each_tree() -> None:
     # the same tree twice: the count is the same to a percent, whatever the machine's load
     assert 0.99 < counted["this checkout"] / counted["base"] < 1.01
     assert counted["base"] > 1000
+
+
+def test_long_statement_reports_each_phase_at_n_and_ten_n(tmp_path: Path) -> None:
+    data = run_bench(tmp_path, "long-statement")
+    assert data["awaits"] == [1000, 10000]
+    assert set(data["ratios"]) == {"clean run", "attach", "replay"}
+    assert all(row["N = 1,000"] > 0 and row["N = 10,000"] > 0 for row in data["rows"])
