@@ -147,3 +147,14 @@ def test_a_snapshot_of_a_newer_schema_version_is_refused(tmp_path: Path) -> None
     error = _refused(work, run_id)
     assert f"schema version {version + 1}" in error
     assert "upgrade resumable" in error
+
+
+def test_the_state_golden_names_modules_of_the_flat_layout() -> None:
+    """script-state's snapshot names helpers by module paths from before the subpackages."""
+    (snapshot,) = (GOLDEN / "script-state" / "store" / "runs" / "golden-state" / "snapshots").glob(
+        "*.snap"
+    )
+    fields = msgpack.unpackb(snapshot.read_bytes()[SEAL_HEADER_BYTES:], raw=False)
+    state = fields["body"]["state"]
+    for module in ("pickling", "caches", "resources", "live_frames"):
+        assert f"resumable.durability.{module}".encode() in state
