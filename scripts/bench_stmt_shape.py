@@ -38,7 +38,7 @@ from bench_checkpoint import (
     statements_program,
     tick,
 )
-from resumable.durability.session import store_for
+from resumable.durability.runs.session import store_for
 
 TARGET = 1.3
 

@@ -49,7 +49,7 @@ from bench_checkpoint import (
     tick,
 )
 from resumable.config import Config, DurabilitySettings
-from resumable.durability.session import store_for
+from resumable.durability.runs.session import store_for
 from resumable.errors import ResumableError
 from resumable.store.base import CheckpointStore
 

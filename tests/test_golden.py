@@ -19,7 +19,7 @@ import msgpack
 import pytest
 from tests.crash.harness import Result, resumable
 
-from resumable.durability.records import HEADER_BYTES as SEAL_HEADER_BYTES
+from resumable.durability.log.records import HEADER_BYTES as SEAL_HEADER_BYTES
 from resumable.store.base import StoredRecord
 from resumable.store.filesystem import encode_frames, scan_frames
 

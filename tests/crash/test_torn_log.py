@@ -29,9 +29,9 @@ import pytest
 from tests.crash.harness import Result, resumable
 
 from resumable.config import load_config
-from resumable.durability.records import Record, RecordCodec
-from resumable.durability.recovery import RecoveryCoordinator
-from resumable.durability.session import codec_for, store_for
+from resumable.durability.log.records import Record, RecordCodec
+from resumable.durability.runs.recovery import RecoveryCoordinator
+from resumable.durability.runs.session import codec_for, store_for
 from resumable.errors import LostRecordsError
 from resumable.store.base import StoredRecord
 from resumable.store.filesystem import HEADER_BYTES, encode_frames, scan_frames

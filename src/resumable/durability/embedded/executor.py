@@ -25,15 +25,15 @@ import sys
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from resumable.durability.effects.tasks import install_task_keys
 from resumable.durability.embedded.boundary import host_facing
 from resumable.durability.embedded.outcome import CapturedOutput, Failure, Outcome
 from resumable.durability.embedded.steps import StepHook, bind_tool
 from resumable.durability.embedded.turn import OUTPUT, Turn
 from resumable.durability.embedded.writes import CodeFrameWrites
-from resumable.durability.interleaving import replay_order
-from resumable.durability.journal import FrameRecorder
-from resumable.durability.state import FrameState
-from resumable.durability.tasks import install_task_keys
+from resumable.durability.log.run_state import FrameState
+from resumable.durability.replay.interleaving import replay_order
+from resumable.durability.replay.journal import FrameRecorder
 from resumable.errors import UsageError
 from resumable.exec.hooks import HOOK_NAME
 from resumable.exec.stream_syntax import too_deep

@@ -5,7 +5,7 @@ are ``await`` records, so recovery folds them as it folds every other: the n-th 
 kind gets key n in a frame of its own (``host:KIND``) that no statement ever resets, so its
 answers stay in the folded state for the whole run. The code the program feeds an executor
 is journaled by the frame recorder every driver shares
-(:class:`~resumable.durability.journal.FrameRecorder`).
+(:class:`~resumable.durability.replay.journal.FrameRecorder`).
 
 A recorded *site* (what was called) must match the site reached on replay; otherwise
 :class:`~resumable.errors.NonDeterminismError` names both.
@@ -17,10 +17,10 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from resumable.durability.divergence import ReplayDiverged
 from resumable.durability.embedded.boundary import refuse_effects_after
-from resumable.durability.recording import NEW_MODEL, record_value
-from resumable.durability.state import AwaitEntry
+from resumable.durability.log.run_state import AwaitEntry
+from resumable.durability.replay.divergence import ReplayDiverged
+from resumable.durability.replay.recording import NEW_MODEL, record_value
 from resumable.errors import NonDeterminismError
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from resumable.durability.embedded.boundary import host_facing, public_error
-from resumable.durability.store_faults import StoreFailed
+from resumable.durability.log.store_faults import StoreFailed
 
 if TYPE_CHECKING:
     from resumable.durability.embedded.run import DurableRun

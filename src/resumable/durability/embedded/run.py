@@ -24,22 +24,22 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
 from resumable.config import Config, load_config
-from resumable.durability import hashseed
+from resumable.durability.capture.snapshot import Snapshotter
 from resumable.durability.embedded.boundary import host_facing
 from resumable.durability.embedded.journal import HostJournal
 from resumable.durability.embedded.llm import DurableLLM, DurableStream
 from resumable.durability.embedded.loop import LoopThread
-from resumable.durability.owners import dead_here, owner_name
-from resumable.durability.recovery import RecoveryCoordinator
-from resumable.durability.session import (
+from resumable.durability.log import hashseed
+from resumable.durability.log.run_state import FrameState, RunState
+from resumable.durability.runs.owners import dead_here, owner_name
+from resumable.durability.runs.recovery import RecoveryCoordinator
+from resumable.durability.runs.session import (
     RunOutcome,
     RunSession,
     codec_for,
     register_driver,
     store_for,
 )
-from resumable.durability.snapshot import Snapshotter
-from resumable.durability.state import FrameState, RunState
 from resumable.errors import RunBusyError, RunNotFoundError, UsageError
 from resumable.store.base import CheckpointStore, RunMeta
 from resumable.store.common import check_run_id

@@ -13,9 +13,9 @@ import inspect
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from resumable.durability.foreign import is_foreign, mark_transparent
-from resumable.durability.steps import journaled
-from resumable.durability.tasks import (
+from resumable.durability.effects.foreign import is_foreign, mark_transparent
+from resumable.durability.effects.steps import journaled
+from resumable.durability.effects.tasks import (
     current_cursor,
     install_task_keys,
     reset_cursor,

@@ -17,8 +17,8 @@ import inspect
 import re
 from typing import TYPE_CHECKING, Any
 
-from resumable.durability.divergence import ReplayDiverged
 from resumable.durability.embedded.outcome import CapturedOutput, Failure, Outcome
+from resumable.durability.replay.divergence import ReplayDiverged
 from resumable.errors import NonDeterminismError
 from resumable.exec.depth import room_to_walk
 from resumable.exec.hooks import register_program_file
