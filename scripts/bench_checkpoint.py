@@ -45,7 +45,7 @@ import cloudpickle
 from bench import Report
 from resumable.config import Config, DurabilitySettings
 from resumable.durability.replay.journal import FrameRecorder
-from resumable.durability.runs.recovery import RecoveryCoordinator
+from resumable.durability.runs.coordinator import RecoveryCoordinator
 from resumable.durability.runs.session import RunSession, store_for
 from resumable.exec.executor import StreamingPythonExecutor
 from resumable.exec.hooks import HookBase

@@ -31,7 +31,7 @@ from bench_checkpoint import Progress, Stats, ratio, scratch_folder
 from resumable.config import Config, DurabilitySettings
 from resumable.durability.log.run_state import RunState
 from resumable.durability.log.state_codec import state_from_dict
-from resumable.durability.runs.recovery import RecoveryCoordinator
+from resumable.durability.runs.coordinator import RecoveryCoordinator
 from resumable.durability.runs.session import RunSession, store_for
 from resumable.script import drive_script
 from resumable.store.base import CheckpointStore, RunMeta

@@ -24,7 +24,7 @@ if _TYPE_CHECKING:
     from resumable.durability.embedded.outcome import Failure, Outcome
     from resumable.durability.embedded.run import DurableRun, RunInfo, open_run
     from resumable.durability.log.checkpoints import CheckpointManager, CheckpointPolicy
-    from resumable.durability.runs.recovery import RecoveryCoordinator
+    from resumable.durability.runs.coordinator import RecoveryCoordinator
     from resumable.errors import (
         CodeError,
         ConfigError,
@@ -108,7 +108,7 @@ _WHERE: dict[str, str] = {
     "Outcome": "resumable.durability.embedded.outcome",
     "ProgramError": "resumable.errors",
     "RecordError": "resumable.errors",
-    "RecoveryCoordinator": "resumable.durability.runs.recovery",
+    "RecoveryCoordinator": "resumable.durability.runs.coordinator",
     "ResponseResult": "resumable.exec.executor",
     "ResumableError": "resumable.errors",
     "RunBusyError": "resumable.errors",

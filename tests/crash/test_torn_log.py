@@ -30,7 +30,7 @@ from tests.crash.harness import Result, resumable
 
 from resumable.config import load_config
 from resumable.durability.log.records import Record, RecordCodec
-from resumable.durability.runs.recovery import RecoveryCoordinator
+from resumable.durability.runs.coordinator import RecoveryCoordinator
 from resumable.durability.runs.session import codec_for, store_for
 from resumable.errors import LostRecordsError
 from resumable.store.base import StoredRecord

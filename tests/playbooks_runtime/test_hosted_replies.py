@@ -20,7 +20,7 @@ from tests.playbooks_runtime.test_openai_provider import ORDER, SCENARIO, Played
 
 from resumable.config import load_config
 from resumable.durability.log.run_state import RunState
-from resumable.durability.runs.recovery import RecoveryCoordinator
+from resumable.durability.runs.coordinator import RecoveryCoordinator
 from resumable.durability.runs.session import codec_for, store_for
 
 

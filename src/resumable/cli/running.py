@@ -188,7 +188,7 @@ def resume_command(
     """
     from resumable import drivers  # noqa: F401  (registers every kind of run resume drives)
     from resumable.durability.runs import control
-    from resumable.durability.runs.recovery import RecoveryCoordinator
+    from resumable.durability.runs.coordinator import RecoveryCoordinator
     from resumable.durability.runs.stored import latest_resumable
     from resumable.store.common import check_run_id
 

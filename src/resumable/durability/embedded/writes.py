@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from resumable.durability.embedded.boundary import refuse_effects_after
+from resumable.durability.embedded.handle import RunHandle
 from resumable.durability.log.run_state import RunState
-
-if TYPE_CHECKING:
-    from resumable.durability.embedded.run import DurableRun
 
 __all__ = ["CodeFrameWrites"]
 
@@ -33,7 +31,7 @@ class CodeFrameWrites:
     replay_until = 0
     deferred = False
 
-    def __init__(self, run: DurableRun) -> None:
+    def __init__(self, run: RunHandle) -> None:
         self._run = run
         self.run_id = run.run_id
         self.pending: Pending = []

@@ -28,16 +28,14 @@ import asyncio
 import contextlib
 import time
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from resumable.durability.log.checkpoints import CheckpointManager
 from resumable.durability.log.records import Record, RecordCodec
 from resumable.durability.log.store_faults import StoreFailed
 from resumable.durability.runs import owners
 from resumable.errors import ResumableError, RunBusyError, UsageError
 from resumable.store.base import INTERRUPTED, CheckpointStore, Lease, RunMeta, StoredRecord
-
-if TYPE_CHECKING:
-    from resumable.durability.runs.session import RunSession
 
 FINISHED = ("completed", "failed", "cancelled")
 CANCEL = "cancel"
@@ -113,6 +111,20 @@ async def mark_cancelled(
     )
 
 
+class HeldRun(Protocol):
+    """What control uses of a run this process drives (a :class:`~.session.RunSession`)."""
+
+    store: CheckpointStore
+    manager: CheckpointManager
+    meta: RunMeta
+    lease: Lease
+    cancel_reason: str | None
+    interrupted: str | None
+
+    @property
+    def run_id(self) -> str: ...
+
+
 def cancel_requested(meta: RunMeta) -> str | None:
     """The reason of a cancel request the run's owner has not acted on yet, if any."""
     request = meta.extra.get(CANCEL)
@@ -126,7 +138,7 @@ def cancel_reason(meta: RunMeta) -> str:
     return str(request.get("reason") or "") if isinstance(request, dict) else ""
 
 
-async def watch_for_cancel(session: RunSession, every: float = WATCH_SECONDS) -> None:
+async def watch_for_cancel(session: HeldRun, every: float = WATCH_SECONDS) -> None:
     """Beside a live run: once its metadata carries a cancel request, stop it at the next await."""
     while True:
         await asyncio.sleep(every)
@@ -255,7 +267,7 @@ def gave_up(meta: RunMeta) -> str | None:
     return str(message) if message else None
 
 
-async def settle(session: RunSession) -> None:
+async def settle(session: HeldRun) -> None:
     """At the end of an attempt that ended in order (not a crash): close it in the metadata.
 
     A run cancelled while this process drove it gets its ``cancelled`` status record here;
@@ -281,7 +293,7 @@ async def settle(session: RunSession) -> None:
     )
 
 
-async def let_go(session: RunSession) -> None:
+async def let_go(session: HeldRun) -> None:
     """Write what the session holds, close the attempt and release the lease.
 
     A run whose store failed is let go as well as the store allows (left ``interrupted``,

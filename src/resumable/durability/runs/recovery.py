@@ -1,4 +1,4 @@
-"""RecoveryCoordinator: load a run's checkpoints, verify them, fold them, restore it.
+"""RunLoader: load a run's checkpoints, verify them, fold them (resumed by the coordinator).
 
 Resume time is bounded by snapshots: the newest snapshot is the folded state as of
 its seq, so only the records after it are read and folded. Every record's MAC is
@@ -22,9 +22,8 @@ left when only the tail is gone; ``show`` reports them as a problem.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Literal
 
 import msgpack
 
@@ -34,10 +33,6 @@ from resumable.durability.log.state_codec import state_from_dict
 from resumable.errors import IntegrityError, LostRecordsError
 from resumable.exec.reply_filter import executed_text
 from resumable.store.base import RESUMABLE_STATUSES, CheckpointStore, ReadResult, RunMeta
-
-if TYPE_CHECKING:
-    from resumable.config import Config
-    from resumable.durability.runs.session import RunOutcome
 
 
 @dataclass
@@ -52,8 +47,8 @@ class LoadedRun:
     """The largest record read (after the snapshot): what a resume's records are checked by."""
 
 
-class RecoveryCoordinator:
-    """Load, verify and fold a run; restore and resume it."""
+class RunLoader:
+    """Load, verify and fold a run; :class:`~.coordinator.RecoveryCoordinator` also resumes it."""
 
     def __init__(self, store: CheckpointStore, codec: RecordCodec) -> None:
         self.store = store
@@ -130,31 +125,6 @@ class RecoveryCoordinator:
                 f"{result.problem}; resuming from the last valid record ({state.seq})"
             )
         return loaded
-
-    async def resume(
-        self,
-        run_id: str,
-        config: Config,
-        *,
-        env: Mapping[str, str],
-        force: bool = False,
-        accept_loss: bool = False,
-        **options: Any,
-    ) -> RunOutcome:
-        """Continue a run from its latest checkpoint until it ends or waits again.
-
-        ``force`` gives one more attempt to a run that used its ``max_attempts``.
-        """
-        from resumable.durability.runs.session import RunSession
-        from resumable.durability.runs.session import resume_session as drive
-
-        session = await RunSession.attach(
-            self.store, config, run_id, env=env, force=force, accept_loss=accept_loss
-        )
-        try:
-            return await drive(session, config, env=env, **options)
-        finally:
-            await session.close()
 
 
 def lost_records(

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from resumable.durability.log.records import RecordCodec
-from resumable.durability.runs.recovery import RecoveryCoordinator
+from resumable.durability.runs.recovery import RunLoader
 from resumable.errors import StoreError, UsageError
 from resumable.store.base import CheckpointStore, RunMeta, RunStatus
 from resumable.store.common import check_run_id
@@ -44,7 +44,7 @@ async def repair_run(store: CheckpointStore, codec: RecordCodec, run_id: str) ->
             run_id=run_id,
         )
     placeholder = RunMeta(run_id, "?")
-    loaded = await RecoveryCoordinator(store, codec).load(run_id, meta=placeholder)
+    loaded = await RunLoader(store, codec).load(run_id, meta=placeholder)
     state = loaded.state
     if state.seq == 0 or not state.program:
         raise UsageError(

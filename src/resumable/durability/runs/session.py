@@ -27,7 +27,7 @@ from resumable.durability.log.stopping import crash_after_from_env
 from resumable.durability.log.store_faults import store_failed
 from resumable.durability.runs import control, interrupts, owners
 from resumable.durability.runs.owners import owner_name as owner_name
-from resumable.durability.runs.recovery import LoadedRun, RecoveryCoordinator
+from resumable.durability.runs.recovery import LoadedRun, RunLoader
 from resumable.errors import (
     ConfigError,
     DecryptionError,
@@ -204,7 +204,7 @@ class RunSession:
         load_hook(policy.after_checkpoint, "after_checkpoint")
         meta = await store.get_meta(run_id)
         control.refuse_cancelled(meta)
-        coordinator = RecoveryCoordinator(store, codec)
+        coordinator = RunLoader(store, codec)
         loss: Literal["refuse", "accept"] = "accept" if accept_loss else "refuse"
         skipped: list[str] | None = None
         try:

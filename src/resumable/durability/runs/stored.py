@@ -18,7 +18,7 @@ from resumable.durability.log.records import Record, RecordCodec
 from resumable.durability.log.run_state import FrameState, RunState
 from resumable.durability.runs import explain, owners
 from resumable.durability.runs.recovery import (
-    RecoveryCoordinator,
+    RunLoader,
     code_of,
     executed_code,
     line_at,
@@ -168,7 +168,7 @@ async def show_run(
     store: CheckpointStore, codec: RecordCodec, run_id: str, *, at: int | None = None
 ) -> RunView:
     """The run as of record ``at``: call stack, variables, executed and remaining code."""
-    coordinator = RecoveryCoordinator(store, codec)
+    coordinator = RunLoader(store, codec)
     loaded = await coordinator.load(run_id, at=at, loss="report")
     state = loaded.state
     status = state.status
@@ -330,7 +330,7 @@ async def answer_run(
 ) -> str:
     """Record a human's answer to the question a waiting run asked; returns the question."""
     meta = await store.get_meta(run_id)
-    loaded = await RecoveryCoordinator(store, codec).load(run_id)
+    loaded = await RunLoader(store, codec).load(run_id)
     state = loaded.state
     question = state.detail if state.status == "waiting" else {}
     key = question.get("key")
