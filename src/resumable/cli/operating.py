@@ -34,7 +34,7 @@ def cancel_command(
     Example: resumable cancel 20260501-120000-ab12cd --reason "wrong customer"
     """
     from resumable.durability.runs.control import cancel_run
-    from resumable.durability.runs.session import owner_name
+    from resumable.durability.runs.owners import owner_name
 
     config = _config(config_path)
 

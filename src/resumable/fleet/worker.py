@@ -42,10 +42,10 @@ from resumable.durability.log import hashseed
 from resumable.durability.log.stopping import StopRequested
 from resumable.durability.log.store_faults import StoreFailed
 from resumable.durability.runs import control, interrupts
+from resumable.durability.runs.owners import owner_name
 from resumable.durability.runs.session import (
     RunOutcome,
     RunSession,
-    owner_name,
     resume_session,
     store_for,
 )

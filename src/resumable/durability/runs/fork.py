@@ -30,7 +30,8 @@ from resumable.durability.capture.snapshot import Snapshotter
 from resumable.durability.log import hashseed
 from resumable.durability.log.records import Record, RecordCodec
 from resumable.durability.log.run_state import FrameState, RunState
-from resumable.durability.runs.session import new_run_id, owner_name
+from resumable.durability.runs.owners import owner_name
+from resumable.durability.runs.session import new_run_id
 from resumable.errors import UsageError
 from resumable.store.base import CheckpointStore, RunMeta, StoredRecord
 

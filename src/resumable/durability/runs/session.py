@@ -26,7 +26,6 @@ from resumable.durability.log.run_state import FrameState, RunState
 from resumable.durability.log.stopping import crash_after_from_env
 from resumable.durability.log.store_faults import store_failed
 from resumable.durability.runs import control, interrupts, owners
-from resumable.durability.runs.owners import owner_name as owner_name
 from resumable.durability.runs.recovery import LoadedRun, RunLoader
 from resumable.errors import (
     ConfigError,
@@ -151,13 +150,13 @@ class RunSession:
             status="waiting",
             created_at=now,
             updated_at=now,
-            owner=owner_name(),
+            owner=owners.owner_name(),
             extra={**meta.extra, **hashseed.run_fields(env)},
         )
         await store.create_run(meta)
         lease: Lease | None = None
         try:
-            lease = await store.acquire(meta.run_id, owner_name(), settings.lease_seconds)
+            lease = await store.acquire(meta.run_id, owners.owner_name(), settings.lease_seconds)
             meta = replace(meta, status="running", extra=control.begin_attempt(meta.extra, seq=0))
             await store.put_meta(meta)
             manager = CheckpointManager(

@@ -17,6 +17,7 @@ from resumable.durability.capture.snapshot import Snapshotter
 from resumable.durability.log.records import Record, RecordCodec
 from resumable.durability.log.run_state import FrameState, RunState
 from resumable.durability.runs import explain, owners
+from resumable.durability.runs.owners import owner_name
 from resumable.durability.runs.recovery import (
     RunLoader,
     code_of,
@@ -24,7 +25,6 @@ from resumable.durability.runs.recovery import (
     line_at,
     remaining_code,
 )
-from resumable.durability.runs.session import owner_name
 from resumable.errors import RunNotFoundError, UsageError
 from resumable.store.base import (
     LISTED_STATUSES,
