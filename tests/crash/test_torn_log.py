@@ -28,9 +28,9 @@ from pathlib import Path
 import pytest
 from tests.crash.harness import Result, resumable
 
+from resumable import RecoveryCoordinator  # the public name: it loads the drivers it resumes with
 from resumable.config import load_config
 from resumable.durability.log.records import Record, RecordCodec
-from resumable.durability.runs.coordinator import RecoveryCoordinator
 from resumable.durability.runs.session import codec_for, store_for
 from resumable.errors import LostRecordsError
 from resumable.store.base import StoredRecord
