@@ -20,9 +20,9 @@ import pytest
 
 import resumable
 from resumable.config import Config, DurabilitySettings
-from resumable.durability.journal import FrameRecorder
-from resumable.durability.session import RunSession, store_for
-from resumable.durability.store_faults import StoreFailed
+from resumable.durability.log.store_faults import StoreFailed
+from resumable.durability.replay.journal import FrameRecorder
+from resumable.durability.runs.session import RunSession, store_for
 from resumable.exec.executor import StreamingPythonExecutor
 from resumable.exec.output import ProgramOutput
 from resumable.store.base import RunMeta

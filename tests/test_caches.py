@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from tests.test_snapshot import program, resume
 
-from resumable.durability.lost import CheckpointWarning
+from resumable.durability.capture.lost import CheckpointWarning
 
 
 def _calls(ns: dict[str, Any]) -> list[Any]:

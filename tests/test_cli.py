@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from tests.crash.harness import EXAMPLES, Result, resumable, start, wait_for_file
 
-from resumable.durability.records import Record, RecordCodec
+from resumable.durability.log.records import Record, RecordCodec
 from resumable.store.filesystem import scan_frames
 
 SCRIPT = """\

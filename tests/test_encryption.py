@@ -28,9 +28,9 @@ from typer.testing import CliRunner
 
 from resumable.cli import app
 from resumable.config import load_config
-from resumable.durability.crypto import generate_key
-from resumable.durability.records import HEADER_BYTES, Record
-from resumable.durability.session import codec_for
+from resumable.durability.log.crypto import generate_key
+from resumable.durability.log.records import HEADER_BYTES, Record
+from resumable.durability.runs.session import codec_for
 from resumable.store import open_store
 from resumable.store.base import CheckpointStore, RunMeta, StoredRecord
 

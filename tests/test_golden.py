@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import importlib
 import json
 import shutil
 from pathlib import Path
@@ -19,7 +20,8 @@ import msgpack
 import pytest
 from tests.crash.harness import Result, resumable
 
-from resumable.durability.records import HEADER_BYTES as SEAL_HEADER_BYTES
+from resumable.durability.capture.moved import current_module
+from resumable.durability.log.records import HEADER_BYTES as SEAL_HEADER_BYTES
 from resumable.store.base import StoredRecord
 from resumable.store.filesystem import encode_frames, scan_frames
 
@@ -147,3 +149,37 @@ def test_a_snapshot_of_a_newer_schema_version_is_refused(tmp_path: Path) -> None
     error = _refused(work, run_id)
     assert f"schema version {version + 1}" in error
     assert "upgrade resumable" in error
+
+
+def test_the_state_golden_names_modules_of_the_flat_layout() -> None:
+    """script-state's snapshot names helpers by module paths from before the subpackages."""
+    (snapshot,) = (GOLDEN / "script-state" / "store" / "runs" / "golden-state" / "snapshots").glob(
+        "*.snap"
+    )
+    fields = msgpack.unpackb(snapshot.read_bytes()[SEAL_HEADER_BYTES:], raw=False)
+    state = fields["body"]["state"]
+    for module in ("pickling", "caches", "resources", "live_frames"):
+        assert f"resumable.durability.{module}".encode() in state
+
+
+def test_every_flat_durability_module_is_mapped_to_one_that_imports() -> None:
+    """Pickles name modules by path: each path of the flat layout maps to where it is now."""
+    flat = {
+        *("boundaries", "caches", "call_sites", "checkpoint_hooks", "checkpoints", "control"),
+        *("crypto", "divergence", "explain", "fast_forward", "finished", "foreign", "fork"),
+        *("generations", "hashseed", "history", "interleaving", "interrupts", "journal", "keys"),
+        *("live_frames", "lost", "nondeterminism", "order", "owners", "pickling", "process_state"),
+        *("progress", "recording", "records", "recovery", "reducers", "repair", "resources"),
+        *("runs", "scopes", "session", "set_order", "set_rebuild", "set_table", "snapshot"),
+        *("state", "state_codec", "steps", "stopping", "store_faults", "tail", "task_exit"),
+        *("tasks", "writer", "written_files"),
+    }
+    for name in flat:
+        module = current_module(f"resumable.durability.{name}", "x")
+        assert module != f"resumable.durability.{name}"
+        importlib.import_module(module)
+    assert current_module("resumable.snapshot", "_make_cell").endswith("capture.pickling")
+    assert current_module("resumable.durability.snapshot", "LostVariable").endswith(
+        "capture.snapshot"
+    )
+    assert current_module("resumable.state", "RunState").endswith("log.run_state")

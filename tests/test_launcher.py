@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 
 from resumable.cli import app
 from resumable.config import load_config
-from resumable.durability import hashseed
-from resumable.durability.session import codec_for, store_for
+from resumable.durability.log import hashseed
+from resumable.durability.runs.session import codec_for, store_for
 from resumable.launcher import early_seed, print_version
 
 
@@ -93,7 +93,7 @@ def test_import_resumable_loads_the_runtime_only_when_used() -> None:
     done = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
     )
-    assert done.stdout.splitlines() == ["[]", "resumable.durability.steps False"]
+    assert done.stdout.splitlines() == ["[]", "resumable.durability.effects.steps False"]
 
 
 def _exec(cwd: Path, *args: str) -> tuple[int, str, str]:

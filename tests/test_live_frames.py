@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from resumable.durability.live_frames import LiveFrame
-from resumable.durability.snapshot import Snapshotter
+from resumable.durability.capture.live_frames import LiveFrame
+from resumable.durability.capture.snapshot import Snapshotter
 
 
 def program(source: str) -> dict[str, Any]:

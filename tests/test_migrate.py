@@ -12,8 +12,8 @@ import msgpack
 import pytest
 
 import resumable.fleet.migrate as migrate_module
-from resumable.durability.crypto import Cipher
-from resumable.durability.records import Record, RecordCodec
+from resumable.durability.log.crypto import Cipher
+from resumable.durability.log.records import Record, RecordCodec
 from resumable.errors import (
     DecryptionError,
     IntegrityError,

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from resumable.durability import nondeterminism
+from resumable.durability.effects import nondeterminism
 from resumable.exec.hooks import register_program_file
 
 PROGRAM_FILE = "<nondeterminism-program>"

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from resumable.durability.lost import LostVariable
-from resumable.durability.snapshot import Snapshotter
+from resumable.durability.capture.lost import LostVariable
+from resumable.durability.capture.snapshot import Snapshotter
 from resumable.exec.output import ProgramOutput
 
 

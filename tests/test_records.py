@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from resumable.durability.crypto import Cipher, generate_key
-from resumable.durability.records import SCHEMA_VERSION, Record, RecordCodec
+from resumable.durability.log.crypto import Cipher, generate_key
+from resumable.durability.log.records import SCHEMA_VERSION, Record, RecordCodec
 from resumable.errors import (
     CorruptRecordError,
     DecryptionError,

@@ -10,7 +10,7 @@ import pytest
 from tests.crash.harness import EXAMPLES, resumable
 
 from resumable import RecoveryCoordinator, load_config
-from resumable.durability.session import codec_for, store_for
+from resumable.durability.runs.session import codec_for, store_for
 
 
 async def test_a_crashed_run_is_recovered_from_python(tmp_path: Path) -> None:

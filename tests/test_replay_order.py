@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from resumable.durability.order import ReplayOrder
+from resumable.durability.replay.order import ReplayOrder
 
 
 def _never_stuck(seq: int, waiting: list[int]) -> BaseException:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from tests.crash.harness import Result, resumable
 
-from resumable.durability.records import Record, RecordCodec
+from resumable.durability.log.records import Record, RecordCodec
 from resumable.store.filesystem import scan_frames
 
 
@@ -351,7 +351,7 @@ def test_awaits_of_an_unflushed_batch_run_again_after_a_crash(tmp_path: Path, ev
 HOOKS = """\
 import os
 
-from resumable.durability.checkpoints import CheckpointInfo
+from resumable.durability.log.checkpoints import CheckpointInfo
 
 
 def before(info: CheckpointInfo) -> None:

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from resumable.durability import set_order
-from resumable.durability.snapshot import Snapshotter
+from resumable.durability.capture import set_order
+from resumable.durability.capture.snapshot import Snapshotter
 
 Op = tuple[Any, ...]
 EMPTY = "<pop from an empty set>"
@@ -211,7 +211,7 @@ def test_where_sets_cannot_be_read_they_are_pickled_as_before_and_it_is_said_onc
 def test_a_cpython_whose_set_rules_were_not_read_is_unsupported_by_name(
     monkeypatch: pytest.MonkeyPatch, version: tuple[int, int, int]
 ) -> None:
-    from resumable.durability import set_table
+    from resumable.durability.capture import set_table
 
     assert set_table.UNSUPPORTED is None  # the interpreter the suite runs on
     monkeypatch.setattr(sys, "version_info", version)

@@ -23,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import resumable
-from resumable.durability.snapshot import (
+from resumable.durability.capture.snapshot import (
     Capture,
     CheckpointWarning,
     LostVariable,
@@ -592,7 +592,7 @@ def test_a_new_process_resumes_functions_classes_submodules_and_blobs(tmp_path: 
     script = f"""
         import builtins, json, sys
         from pathlib import Path
-        from resumable.durability.snapshot import Snapshotter
+        from resumable.durability.capture.snapshot import Snapshotter
         folder = Path({str(tmp_path)!r})
         blobs = {{k: bytes.fromhex(v) for k, v in json.loads((folder / "blobs").read_text()).items()}}
         assert "xml.dom.minidom" not in sys.modules

@@ -7,8 +7,8 @@ from typing import Any
 
 import msgpack
 
-from resumable.durability.state import AwaitEntry, FrameState, RunState, TurnState
-from resumable.durability.state_codec import state_from_dict, state_to_dict
+from resumable.durability.log.run_state import AwaitEntry, FrameState, RunState, TurnState
+from resumable.durability.log.state_codec import state_from_dict, state_to_dict
 
 
 def _entry(seq: int) -> AwaitEntry:

@@ -58,7 +58,7 @@ from benchmarks.harness import (
     tick,
 )
 from benchmarks.report import Report, SectionedReport
-from resumable.durability.session import store_for
+from resumable.durability.runs.session import store_for
 from resumable.exec.executor import StreamingPythonExecutor
 from resumable.exec.hooks import HookBase
 from resumable.store.base import CheckpointStore

@@ -27,7 +27,7 @@ from benchmarks.harness import Progress, durable_harness, ratio, scratch_folder
 from benchmarks.report import Report
 from benchmarks.stmt_shape import counting_fsyncs
 from resumable.config import Config, DurabilitySettings
-from resumable.durability.session import store_for
+from resumable.durability.runs.session import store_for
 from resumable.exec.executor import StreamingPythonExecutor
 from resumable.store.base import CheckpointStore
 

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from resumable.config import Config, DurabilitySettings
-from resumable.durability.journal import FrameRecorder
-from resumable.durability.session import RunSession
+from resumable.durability.replay.journal import FrameRecorder
+from resumable.durability.runs.session import RunSession
 from resumable.exec.executor import StreamingPythonExecutor
 from resumable.exec.output import ProgramOutput
 from resumable.store.base import CheckpointStore, RunMeta

@@ -28,8 +28,8 @@ from typing import Any
 
 from benchmarks.harness import NEVER, file_config
 from benchmarks.report import Report
-from resumable.durability.session import RunSession, store_for
-from resumable.durability.stopping import StopRequested
+from resumable.durability.log.stopping import StopRequested
+from resumable.durability.runs.session import RunSession, store_for
 from resumable.exec.executor import StreamingPythonExecutor
 from resumable.script import drive_script
 from resumable.store.base import RunMeta

@@ -29,10 +29,10 @@ import msgpack
 from benchmarks.harness import Progress, Stats, ratio, scratch_folder
 from benchmarks.report import Report
 from resumable.config import Config, DurabilitySettings
-from resumable.durability.recovery import RecoveryCoordinator
-from resumable.durability.session import RunSession, store_for
-from resumable.durability.state import RunState
-from resumable.durability.state_codec import state_from_dict
+from resumable.durability.log.run_state import RunState
+from resumable.durability.log.state_codec import state_from_dict
+from resumable.durability.runs.coordinator import RecoveryCoordinator
+from resumable.durability.runs.session import RunSession, store_for
 from resumable.script import drive_script
 from resumable.store.base import CheckpointStore, RunMeta
 

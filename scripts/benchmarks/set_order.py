@@ -19,8 +19,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from benchmarks.report import Report, median_seconds
-from resumable.durability import set_order
-from resumable.durability.snapshot import Snapshotter
+from resumable.durability.capture import set_order
+from resumable.durability.capture.snapshot import Snapshotter
 
 
 def set_order_options(parser: argparse.ArgumentParser) -> None:

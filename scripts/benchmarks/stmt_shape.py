@@ -38,7 +38,7 @@ from benchmarks.harness import (
     tick,
 )
 from benchmarks.report import SectionedReport
-from resumable.durability.session import store_for
+from resumable.durability.runs.session import store_for
 
 TARGET = 1.3
 

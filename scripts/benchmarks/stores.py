@@ -48,7 +48,7 @@ from benchmarks.harness import (
 )
 from benchmarks.report import Report, SectionedReport
 from resumable.config import Config, DurabilitySettings
-from resumable.durability.session import store_for
+from resumable.durability.runs.session import store_for
 from resumable.errors import ResumableError
 from resumable.store.base import CheckpointStore
 

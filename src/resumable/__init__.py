@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 if _TYPE_CHECKING:
     from resumable.config import Config, load_config
-    from resumable.durability.checkpoints import CheckpointManager, CheckpointPolicy
+    from resumable.durability.capture.snapshot import register_external, register_reducer
+    from resumable.durability.effects.keys import idempotency_key
+    from resumable.durability.effects.steps import step
     from resumable.durability.embedded.executor import DurableExecutor
     from resumable.durability.embedded.llm import DurableLLM, DurableStream
     from resumable.durability.embedded.outcome import Failure, Outcome
     from resumable.durability.embedded.run import DurableRun, RunInfo, open_run
-    from resumable.durability.keys import idempotency_key
-    from resumable.durability.recovery import RecoveryCoordinator
-    from resumable.durability.snapshot import register_external, register_reducer
-    from resumable.durability.steps import step
+    from resumable.durability.log.checkpoints import CheckpointManager, CheckpointPolicy
+    from resumable.durability.runs.coordinator import RecoveryCoordinator
     from resumable.errors import (
         CodeError,
         ConfigError,
@@ -88,8 +88,8 @@ __all__ = [
 
 _WHERE: dict[str, str] = {
     "AwaitHook": "resumable.exec.hooks",
-    "CheckpointManager": "resumable.durability.checkpoints",
-    "CheckpointPolicy": "resumable.durability.checkpoints",
+    "CheckpointManager": "resumable.durability.log.checkpoints",
+    "CheckpointPolicy": "resumable.durability.log.checkpoints",
     "CodeError": "resumable.errors",
     "Config": "resumable.config",
     "ConfigError": "resumable.errors",
@@ -108,7 +108,7 @@ _WHERE: dict[str, str] = {
     "Outcome": "resumable.durability.embedded.outcome",
     "ProgramError": "resumable.errors",
     "RecordError": "resumable.errors",
-    "RecoveryCoordinator": "resumable.durability.recovery",
+    "RecoveryCoordinator": "resumable.durability.runs.coordinator",
     "ResponseResult": "resumable.exec.executor",
     "ResumableError": "resumable.errors",
     "RunBusyError": "resumable.errors",
@@ -119,12 +119,12 @@ _WHERE: dict[str, str] = {
     "StoreError": "resumable.errors",
     "StoreFailedError": "resumable.errors",
     "StreamingPythonExecutor": "resumable.exec.executor",
-    "idempotency_key": "resumable.durability.keys",
+    "idempotency_key": "resumable.durability.effects.keys",
     "load_config": "resumable.config",
     "open_run": "resumable.durability.embedded.run",
-    "register_external": "resumable.durability.snapshot",
-    "register_reducer": "resumable.durability.snapshot",
-    "step": "resumable.durability.steps",
+    "register_external": "resumable.durability.capture.snapshot",
+    "register_reducer": "resumable.durability.capture.snapshot",
+    "step": "resumable.durability.effects.steps",
 }
 """Where each public name lives: imported on first use, so ``import resumable`` (and the
 ``resumable`` command) does not load the runtime before it is needed."""

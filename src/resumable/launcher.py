@@ -4,7 +4,7 @@ Two things need none of them, and a user feels both:
 
 - ``resumable --version`` reads the installed distribution's metadata file directly;
 - a new run (``exec``, ``run``) must hash strings with its store's seed (see
-  ``durability/hashseed.py``), which only takes effect when an interpreter starts. When the
+  ``durability/log/hashseed.py``), which only takes effect when an interpreter starts. When the
   store is a folder whose key is already there (or the key is in the environment), the seed is
   computed here from the settings and the key alone, and the command starts once more with it
   at once, before anything heavy is imported. Otherwise (another store, a store not made yet, a

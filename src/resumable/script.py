@@ -16,19 +16,19 @@ from pathlib import Path
 from typing import Any
 
 from resumable.config import Config
-from resumable.durability.interleaving import replay_order
-from resumable.durability.journal import FrameRecorder
-from resumable.durability.progress import RunProgress
-from resumable.durability.recovery import line_at
-from resumable.durability.session import (
+from resumable.durability.effects.written_files import WrittenFiles
+from resumable.durability.log.run_state import FrameState, RunState
+from resumable.durability.replay.interleaving import replay_order
+from resumable.durability.replay.journal import FrameRecorder
+from resumable.durability.runs.progress import RunProgress
+from resumable.durability.runs.recovery import line_at
+from resumable.durability.runs.session import (
     RunOutcome,
     RunSession,
     new_run_id,
     register_driver,
     store_for,
 )
-from resumable.durability.state import FrameState, RunState
-from resumable.durability.written_files import WrittenFiles
 from resumable.errors import CodeError, ProgramError
 from resumable.exec.depth import room_to_parse, room_to_walk
 from resumable.exec.executor import StreamingPythonExecutor

@@ -16,7 +16,7 @@ import pytest
 from tests.crash.harness import resumable
 from tests.crash.test_joint_fsync import TOOLS as JOINT_TOOLS
 
-from resumable.durability.records import RecordCodec
+from resumable.durability.log.records import RecordCodec
 from resumable.store.base import StoredRecord
 from resumable.store.filesystem import scan_frames
 from resumable.store.heads import read_head

@@ -17,8 +17,8 @@ from tests.crash.damage import LEDGER, SCRIPT, SITES, Site
 from tests.crash.harness import Result, resumable
 
 from resumable.config import load_config
-from resumable.durability.runs import latest_resumable, list_runs
-from resumable.durability.session import store_for
+from resumable.durability.runs.session import store_for
+from resumable.durability.runs.stored import latest_resumable, list_runs
 from resumable.errors import RunNotFoundError
 
 

@@ -25,9 +25,9 @@ from tests.crash.damage import FULL_STDOUT, LEDGER, SITES, RedisSite, Site, SQLi
 from tests.crash.harness import Result, resumable
 
 from resumable.config import load_config
-from resumable.durability.repair import repair_run
-from resumable.durability.runs import list_runs
-from resumable.durability.session import codec_for, store_for
+from resumable.durability.runs.repair import repair_run
+from resumable.durability.runs.session import codec_for, store_for
+from resumable.durability.runs.stored import list_runs
 
 CRASH_AFTER = 8
 AT_CRASH: list[str] = []

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from tests.crash.harness import EXAMPLES, Result, resumable, strip_run
 
-from resumable.durability.crypto import generate_key
+from resumable.durability.log.crypto import generate_key
 
 SCRIPT = EXAMPLES / "ledger.py"
 KEY = generate_key()

@@ -38,7 +38,7 @@ WORKERS = 2
 
 _FORK_SERVER = r"""
 import json, os, sys, traceback
-import resumable.cli, resumable.playbooks.runtime, resumable.llm.scripted, resumable.durability.runs
+import resumable.cli, resumable.playbooks.runtime, resumable.llm.scripted, resumable.durability.runs.stored
 replies = os.fdopen(os.dup(1), "w")
 os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
 for line in sys.stdin:

@@ -30,8 +30,8 @@ from tests.crash.harness import Result, resumable
 
 from resumable import RecoveryCoordinator  # the public one loads the drivers it resumes with
 from resumable.config import load_config
-from resumable.durability.records import Record, RecordCodec
-from resumable.durability.session import codec_for, store_for
+from resumable.durability.log.records import Record, RecordCodec
+from resumable.durability.runs.session import codec_for, store_for
 from resumable.errors import LostRecordsError
 from resumable.store.base import StoredRecord
 from resumable.store.filesystem import HEADER_BYTES, encode_frames, scan_frames

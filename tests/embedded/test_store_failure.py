@@ -15,7 +15,7 @@ import pytest
 
 import resumable
 from resumable.durability.embedded.boundary import host_facing, keeping_the_stop_signal
-from resumable.durability.store_faults import StoreFailed
+from resumable.durability.log.store_faults import StoreFailed
 from resumable.errors import ResumableError, StoreFailedError
 
 TURNS = 30

@@ -37,6 +37,17 @@ RANKS: dict[str, int] = {
 }
 
 
+DURABILITY_RANKS: dict[str, int] = {
+    "effects": 0,
+    "log": 1,
+    "capture": 1,
+    "replay": 2,
+    "runs": 3,
+    "embedded": 4,
+}
+"""The subpackages of ``durability``, by the same rule: down only, peers never each other."""
+
+
 @dataclass(frozen=True)
 class Violation:
     module: str
@@ -280,5 +291,34 @@ def order_violations(root: Path, package: str = "resumable") -> list[Violation]:
             if target[1] not in ranks:
                 continue  # reported at the unranked module itself
             if ranks[target[1]] >= ranks[unit]:
+                out.append(Violation(module, line, name))
+    return out
+
+
+def sublayer_violations(
+    root: Path,
+    layer: str = "durability",
+    ranks: dict[str, int] = DURABILITY_RANKS,
+    package: str = "resumable",
+) -> list[Violation]:
+    """Every import between the subpackages of ``layer`` that points up or to a peer."""
+    out: list[Violation] = []
+    prefix = f"{package}.{layer}."
+    for path in sorted((root / package / layer).rglob("*.py")):
+        rel = path.relative_to(root).with_suffix("")
+        is_package = rel.name == "__init__"
+        parts = rel.parts[:-1] if is_package else rel.parts
+        if len(parts) < 3:
+            continue  # the layer's own __init__
+        module, own = ".".join(parts), parts[2]
+        for line, name in _imports(ast.parse(path.read_text(encoding="utf-8")), module, is_package):
+            if not name.startswith(prefix):
+                continue
+            target = name[len(prefix) :].split(".")[0]
+            if target == own:
+                continue
+            if own not in ranks or target not in ranks:
+                out.append(Violation(module, line, f"{name} (a subpackage without a rank)"))
+            elif ranks[target] >= ranks[own]:
                 out.append(Violation(module, line, name))
     return out

@@ -19,9 +19,9 @@ from tests.playbooks_runtime import SCENARIO_TRANSCRIPT
 from tests.playbooks_runtime.test_openai_provider import ORDER, SCENARIO, PlayedLLM, run_cli
 
 from resumable.config import load_config
-from resumable.durability.recovery import RecoveryCoordinator
-from resumable.durability.session import codec_for, store_for
-from resumable.durability.state import RunState
+from resumable.durability.log.run_state import RunState
+from resumable.durability.runs.coordinator import RecoveryCoordinator
+from resumable.durability.runs.session import codec_for, store_for
 
 
 def _responses() -> dict[str, list[str]]:

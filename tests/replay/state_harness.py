@@ -17,7 +17,7 @@ from pathlib import Path
 
 from tests.crash.harness import _env, resumable
 
-from resumable.durability.records import RecordCodec
+from resumable.durability.log.records import RecordCodec
 from resumable.store.filesystem import scan_frames
 
 PROGRAMS = Path(__file__).parent / "programs"

@@ -10,7 +10,7 @@ import pytest
 from tests.replay import harness
 
 import resumable
-from resumable.durability.steps import journaled
+from resumable.durability.effects.steps import journaled
 
 
 def test_a_step_outside_a_durable_run_is_the_plain_function() -> None:

@@ -17,9 +17,8 @@ from pathlib import Path
 import pytest
 from tests.store.test_filesystem import new_run, rec, run_dir, segments
 
-from resumable.store.filesystem import preallocate
 from resumable.store.base import StoredRecord
-from resumable.store.filesystem import FileStore
+from resumable.store.filesystem import FileStore, preallocate
 from resumable.store.filesystem.segments import HEADER_BYTES, scan_frames
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from tests.crash.harness import start
 
-from resumable.durability.records import RecordCodec
+from resumable.durability.log.records import RecordCodec
 from resumable.store.filesystem import scan_frames
 
 CRASHES = """\

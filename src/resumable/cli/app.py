@@ -25,11 +25,12 @@ from rich.console import Console
 
 from resumable.cli.dash_ids import DashIdGroup
 from resumable.config import Config, load_config
-from resumable.durability import hashseed, interrupts
-from resumable.durability.records import RecordCodec
-from resumable.durability.session import RunOutcome, codec_for, store_for
-from resumable.durability.stopping import StopRequested
-from resumable.durability.store_faults import EXIT_STORE_FAILED, StoreFailed
+from resumable.durability.log import hashseed
+from resumable.durability.log.records import RecordCodec
+from resumable.durability.log.stopping import StopRequested
+from resumable.durability.log.store_faults import EXIT_STORE_FAILED, StoreFailed
+from resumable.durability.runs import interrupts
+from resumable.durability.runs.session import RunOutcome, codec_for, store_for
 from resumable.errors import ResumableError, UsageError
 from resumable.extras import DISTRIBUTION
 from resumable.store import to_read
@@ -219,7 +220,7 @@ def _config(path: Path | None) -> Config:
 
 def _since(text: str | None) -> float | None:
     """``--since`` as a time (None when not given); a text that is neither fails the command."""
-    from resumable.durability.history import parse_since
+    from resumable.durability.runs.history import parse_since
 
     try:
         return parse_since(text) if text else None

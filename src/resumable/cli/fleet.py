@@ -19,8 +19,8 @@ from resumable.cli.app import (
     err,
     pin_store_seed,
 )
-from resumable.durability.progress import plural
-from resumable.durability.session import codec_for, store_for
+from resumable.durability.runs.progress import plural
+from resumable.durability.runs.session import codec_for, store_for
 from resumable.errors import ResumableError
 
 

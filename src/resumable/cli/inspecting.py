@@ -23,9 +23,9 @@ from resumable.cli.app import (
     err,
 )
 from resumable.cli.story import story
-from resumable.durability.call_sites import describe_call
-from resumable.durability.progress import plural
-from resumable.durability.session import store_for
+from resumable.durability.effects.call_sites import describe_call
+from resumable.durability.runs.progress import plural
+from resumable.durability.runs.session import store_for
 from resumable.errors import RunNotFoundError, UsageError
 from resumable.store import to_read
 from resumable.store.base import CheckpointStore
@@ -77,7 +77,7 @@ def runs_command(
 
     Example: resumable runs --status crashed --status waiting --since 1d --limit 20
     """
-    from resumable.durability.runs import list_runs
+    from resumable.durability.runs.stored import list_runs
 
     config = _config(config_path)
     since_time = _since(since)
@@ -133,7 +133,7 @@ def show_command(
 
     Example: resumable show --latest --json
     """
-    from resumable.durability.runs import RunView, show_run
+    from resumable.durability.runs.stored import RunView, show_run
 
     config = _config(config_path)
     if (run_id is None) == (not latest):
@@ -233,7 +233,7 @@ def fork_command(
 
     Example: resumable fork RUN_ID --at 12 --set limit=10 --edit-code rest.py
     """
-    from resumable.durability.fork import ForkEdits, fork_run, parse_assignment, read_code
+    from resumable.durability.runs.fork import ForkEdits, fork_run, parse_assignment, read_code
 
     config = _config(config_path)
     try:
@@ -268,7 +268,7 @@ def gc_command(
 
     Example: resumable gc --older-than-days 30 --dry-run
     """
-    from resumable.durability.runs import GarbageReport, collect_garbage
+    from resumable.durability.runs.stored import GarbageReport, collect_garbage
 
     config = _config(config_path)
 

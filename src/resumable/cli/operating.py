@@ -17,8 +17,8 @@ from resumable.cli.app import (
     app,
     err,
 )
-from resumable.durability.history import StepEntry
-from resumable.durability.progress import plural
+from resumable.durability.runs.history import StepEntry
+from resumable.durability.runs.progress import plural
 
 
 @app.command("cancel")
@@ -33,8 +33,8 @@ def cancel_command(
 
     Example: resumable cancel 20260501-120000-ab12cd --reason "wrong customer"
     """
-    from resumable.durability.control import cancel_run
-    from resumable.durability.session import owner_name
+    from resumable.durability.runs.control import cancel_run
+    from resumable.durability.runs.owners import owner_name
 
     config = _config(config_path)
 
@@ -81,7 +81,7 @@ def steps_command(
 
     Example: resumable steps 20260501-120000-ab12cd --kind await --since 1h
     """
-    from resumable.durability.history import format_entries, run_steps
+    from resumable.durability.runs.history import format_entries, run_steps
 
     config = _config(config_path)
     since_time = _since(since)

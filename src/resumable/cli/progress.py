@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.text import Text
 
 from resumable.config import Config
-from resumable.durability.progress import RunProgress
+from resumable.durability.runs.progress import RunProgress
 from resumable.errors import UsageError
 from resumable.exec.wrapped_stream import WrappedStream
 

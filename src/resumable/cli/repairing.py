@@ -18,7 +18,7 @@ def repair_command(
 
     Example: resumable repair 20260501-120000-ab12cd
     """
-    from resumable.durability.repair import Repaired, repair_run
+    from resumable.durability.runs.repair import Repaired, repair_run
 
     config = _config(config_path)
 

@@ -28,9 +28,9 @@ from resumable.cli.app import (
 from resumable.cli.examples import resolve_program
 from resumable.cli.progress import EventsOption, QuietOption, StatusDisplay
 from resumable.config import Config
-from resumable.durability import hashseed
-from resumable.durability.progress import RunProgress
-from resumable.durability.session import RunOutcome, codec_for, store_for
+from resumable.durability.log import hashseed
+from resumable.durability.runs.progress import RunProgress
+from resumable.durability.runs.session import RunOutcome, codec_for, store_for
 from resumable.errors import UsageError
 
 
@@ -187,9 +187,9 @@ def resume_command(
     Example: resumable resume --latest
     """
     from resumable import drivers  # noqa: F401  (registers every kind of run resume drives)
-    from resumable.durability import control
-    from resumable.durability.recovery import RecoveryCoordinator
-    from resumable.durability.runs import latest_resumable
+    from resumable.durability.runs import control
+    from resumable.durability.runs.coordinator import RecoveryCoordinator
+    from resumable.durability.runs.stored import latest_resumable
     from resumable.store.common import check_run_id
 
     if (run_id is None) == (not latest):
@@ -283,7 +283,7 @@ def answer_command(
 
     Example: resumable answer 20260501-120000-ab12cd "yes"
     """
-    from resumable.durability.runs import answer_run
+    from resumable.durability.runs.stored import answer_run
     from resumable.playbooks.primitives import answer_problem
 
     config = _config(config_path)

@@ -41,7 +41,7 @@ def init_command(
         )
     if path.exists() and not force:
         _fail(UsageError(f"{path} already exists; pass --force to overwrite it"))
-    from resumable.durability.crypto import generate_key
+    from resumable.durability.log.crypto import generate_key
 
     key_file = path.parent / KEY_FILE
     try:

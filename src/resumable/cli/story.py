@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from resumable.durability.runs import RunView
+    from resumable.durability.runs.stored import RunView
 
 
 def story(view: RunView) -> list[str]:

@@ -1,7 +1,7 @@
 """A claimed run that hashes strings with another seed, driven by a child process started with it.
 
 Design note. ``PYTHONHASHSEED`` takes effect only when an interpreter starts, and a worker
-drives its runs in one process started with its store's seed (``durability/hashseed.py``). A
+drives its runs in one process started with its store's seed (``durability/log/hashseed.py``). A
 run recorded with another seed (started before stores had one, with an explicit seed, or
 copied from another store) would iterate its sets in another order there, so the worker hands
 it to a child, ``python -m resumable.fleet.handoff``, started with the run's seed and given the
@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from resumable.config import Config
-from resumable.durability import hashseed
+from resumable.durability.log import hashseed
 from resumable.errors import FencedError, ResumableError, StoreError
 from resumable.fleet.queue import FleetStore
 from resumable.store.base import Lease

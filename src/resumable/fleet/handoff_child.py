@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable
 
 from resumable.config import Config
-from resumable.durability.session import store_for
+from resumable.durability.runs.session import store_for
 from resumable.fleet.handoff import ATTACHED, LENGTH, REPORT, STOP
 from resumable.fleet.queue import fleet_store
 from resumable.fleet.worker import Worker

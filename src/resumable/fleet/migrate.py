@@ -24,7 +24,7 @@ from typing import Any
 
 import msgpack
 
-from resumable.durability.records import Record, RecordCodec
+from resumable.durability.log.records import Record, RecordCodec
 from resumable.errors import (
     DecryptionError,
     RecordError,

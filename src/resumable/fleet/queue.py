@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from resumable.config import Config
-from resumable.durability import hashseed
-from resumable.durability.checkpoints import CheckpointManager
-from resumable.durability.session import codec_for, new_run_id, owner_name, store_for
-from resumable.durability.state import RunState
+from resumable.durability.log import hashseed
+from resumable.durability.log.checkpoints import CheckpointManager
+from resumable.durability.log.run_state import RunState
+from resumable.durability.runs.owners import owner_name
+from resumable.durability.runs.session import codec_for, new_run_id, store_for
 from resumable.errors import ConfigError, UsageError
 from resumable.store.base import CheckpointStore, Lease, RunMeta
 

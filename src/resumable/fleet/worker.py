@@ -38,16 +38,17 @@ from dataclasses import dataclass, replace
 
 from resumable import drivers  # noqa: F401  (registers every kind of run a worker drives)
 from resumable.config import Config
-from resumable.durability import control, hashseed, interrupts
-from resumable.durability.session import (
+from resumable.durability.log import hashseed
+from resumable.durability.log.stopping import StopRequested
+from resumable.durability.log.store_faults import StoreFailed
+from resumable.durability.runs import control, interrupts
+from resumable.durability.runs.owners import owner_name
+from resumable.durability.runs.session import (
     RunOutcome,
     RunSession,
-    owner_name,
     resume_session,
     store_for,
 )
-from resumable.durability.stopping import StopRequested
-from resumable.durability.store_faults import StoreFailed
 from resumable.errors import FencedError, ResumableError, StoreError, UsageError
 from resumable.fleet.handoff import ChildRun
 from resumable.fleet.migrate import MIGRATING

@@ -11,8 +11,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from resumable.durability.keys import await_key
-from resumable.durability.session import RunSession
+from resumable.durability.effects.keys import await_key
+from resumable.durability.runs.session import RunSession
 from resumable.playbooks.primitives import (
     WaitForInput,
     answer_problem,

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from resumable.config import Config
-from resumable.durability.progress import RunProgress
-from resumable.durability.session import (
+from resumable.durability.runs.progress import RunProgress
+from resumable.durability.runs.session import (
     RunOutcome,
     RunSession,
     new_run_id,

@@ -21,13 +21,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from resumable.config import Config
-from resumable.durability.interleaving import replay_order
-from resumable.durability.journal import FrameRecorder
-from resumable.durability.keys import flight_key
-from resumable.durability.progress import RunProgress
-from resumable.durability.session import RunOutcome, RunSession
-from resumable.durability.snapshot import Snapshotter
-from resumable.durability.state import FrameState
+from resumable.durability.capture.snapshot import Snapshotter
+from resumable.durability.effects.keys import flight_key
+from resumable.durability.log.run_state import FrameState
+from resumable.durability.replay.interleaving import replay_order
+from resumable.durability.replay.journal import FrameRecorder
+from resumable.durability.runs.progress import RunProgress
+from resumable.durability.runs.session import RunOutcome, RunSession
 from resumable.errors import ResumableError
 from resumable.exec.hooks import HOOK_NAME, HookBase
 from resumable.exec.output import ProgramOutput

@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn, Protocol
 
 from resumable.config import Config
-from resumable.durability.journal import FrameRecorder
-from resumable.durability.progress import RunProgress
-from resumable.durability.recovery import line_at
-from resumable.durability.session import RunSession
-from resumable.durability.state import FrameState, TurnState
+from resumable.durability.log.run_state import FrameState, TurnState
+from resumable.durability.replay.journal import FrameRecorder
+from resumable.durability.runs.progress import RunProgress
+from resumable.durability.runs.recovery import line_at
+from resumable.durability.runs.session import RunSession
 from resumable.errors import CodeError
 from resumable.exec.executor import StreamingPythonExecutor
 from resumable.exec.reply_filter import VERSION, ReplyFilter, has_code, reply_filter_for

@@ -1,7 +1,7 @@
 """The inspector's web application: pages and JSON for the runs of one store. Read-only.
 
 Pages are rendered on the server from the same views as ``resumable runs`` and
-``resumable show`` (:mod:`resumable.durability.runs`), so every record is verified
+``resumable show`` (:mod:`resumable.durability.runs.stored`), so every record is verified
 before anything in it is decoded. A store that fails is reported on the page and
 tried again on the next request; a run whose log cannot be verified is shown as such.
 """
@@ -26,8 +26,8 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from resumable.config import Config
-from resumable.durability.call_sites import describe_call
-from resumable.durability.runs import RunRow, list_runs, show_run
+from resumable.durability.effects.call_sites import describe_call
+from resumable.durability.runs.stored import RunRow, list_runs, show_run
 from resumable.errors import (
     DecryptionError,
     RecordError,

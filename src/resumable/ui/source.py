@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from contextlib import AsyncExitStack
 
 from resumable.config import Config
-from resumable.durability.records import RecordCodec
-from resumable.durability.session import codec_for, store_for
+from resumable.durability.log.records import RecordCodec
+from resumable.durability.runs.session import codec_for, store_for
 from resumable.errors import StoreError
 from resumable.store import to_read
 from resumable.store.base import CheckpointStore

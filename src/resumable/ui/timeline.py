@@ -4,7 +4,7 @@ Every record is opened through the codec (its MAC verified first) and folded int
 :class:`RunState` alongside, so a statement's record can show the code it finished
 and an error the line of the response it came from. Nothing is unpickled here: await
 results and namespaces stay bytes (the variables at a record come from
-:func:`resumable.durability.runs.show_run` with ``at``).
+:func:`resumable.durability.runs.stored.show_run` with ``at``).
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from typing import Any
 
 import msgpack
 
-from resumable.durability.call_sites import call_kind, describe_call
-from resumable.durability.records import Record, RecordCodec
-from resumable.durability.state import RunState
-from resumable.durability.state_codec import state_from_dict
+from resumable.durability.effects.call_sites import call_kind, describe_call
+from resumable.durability.log.records import Record, RecordCodec
+from resumable.durability.log.run_state import RunState
+from resumable.durability.log.state_codec import state_from_dict
 from resumable.store.base import CheckpointStore
 
 TEXT_LIMIT = 2000

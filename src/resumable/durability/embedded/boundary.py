@@ -1,6 +1,6 @@
 """What the embedding application sees when the store fails under its run.
 
-Inside the run, a failing store is :class:`~resumable.durability.store_faults.StoreFailed`,
+Inside the run, a failing store is :class:`~resumable.durability.log.store_faults.StoreFailed`,
 a ``BaseException`` that the run's own code cannot catch. At the API the application
 calls (``open_run``, the executor's ``run_code``/``feed``/``finish``, ``complete``,
 ``fail``, ``close``, journaled model calls) it becomes
@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar, cast
 
-from resumable.durability.store_faults import StopsOnStoreFaults, StoreFailed
+from resumable.durability.log.store_faults import StopsOnStoreFaults, StoreFailed
 from resumable.errors import StoreFailedError
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -23,24 +23,22 @@ import builtins
 import keyword
 import sys
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from resumable.durability.effects.tasks import install_task_keys
 from resumable.durability.embedded.boundary import host_facing
+from resumable.durability.embedded.journal import JournaledRun
 from resumable.durability.embedded.outcome import CapturedOutput, Failure, Outcome
 from resumable.durability.embedded.steps import StepHook, bind_tool
 from resumable.durability.embedded.turn import OUTPUT, Turn
 from resumable.durability.embedded.writes import CodeFrameWrites
-from resumable.durability.interleaving import replay_order
-from resumable.durability.journal import FrameRecorder
-from resumable.durability.state import FrameState
-from resumable.durability.tasks import install_task_keys
+from resumable.durability.log.run_state import FrameState
+from resumable.durability.replay.interleaving import replay_order
+from resumable.durability.replay.journal import FrameRecorder
 from resumable.errors import UsageError
 from resumable.exec.hooks import HOOK_NAME
 from resumable.exec.stream_syntax import too_deep
 from resumable.exec.streaming import Statement, too_deep_line
-
-if TYPE_CHECKING:
-    from resumable.durability.embedded.run import DurableRun
 
 
 def check_tool_name(name: object) -> None:
@@ -60,7 +58,7 @@ class DurableExecutor:
 
     def __init__(
         self,
-        run: DurableRun | None = None,
+        run: JournaledRun | None = None,
         *,
         tools: Mapping[str, Callable[..., Any]] | None = None,
         frame: str = "main",
@@ -89,9 +87,9 @@ class DurableExecutor:
         """Namespace entries of the embedding program (never checkpointed, set again on resume)."""
         self.check = check
         """Called with each statement's tree before it runs: may change it, or raise to refuse it."""
-        self._stop = stop_signal
+        self.stop_signal = stop_signal
         self._final_tool = final_tool
-        self._assignment_values = assignment_values
+        self.assignment_values = assignment_values
         self._turns = 0
         self._restored = False
         self._program_loop: asyncio.AbstractEventLoop | None = None
@@ -124,7 +122,7 @@ class DurableExecutor:
 
     def _bound(self, name: str, tool: Callable[..., Any]) -> Callable[..., Any]:
         step = bind_tool(name, tool)
-        stop = self._stop
+        stop = self.stop_signal
         if name != self._final_tool or stop is None:
             return step
 
@@ -135,7 +133,7 @@ class DurableExecutor:
         final.__doc__ = step.__doc__
         return final
 
-    def attach(self, run: DurableRun | None) -> None:
+    def attach(self, run: JournaledRun | None) -> None:
         """Make the executor durable in ``run`` (or plain again with None), from its next turn."""
         self.run = run
         self.writes = self.recorder = None
@@ -210,7 +208,7 @@ class DurableExecutor:
             self.namespace[OUTPUT] = CapturedOutput()
         return Turn(self, index, recorded=recorded, done=done, replays=replays, skip=skip)
 
-    def _open(self, run: DurableRun, frame: FrameState | None, turn: int) -> None:
+    def _open(self, run: JournaledRun, frame: FrameState | None, turn: int) -> None:
         """The namespace as of the frame's resume point, and the journal of its statements."""
         if frame is not None and frame.ns is not None:
             run.restore(frame, self.namespace)

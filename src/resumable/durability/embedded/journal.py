@@ -5,7 +5,7 @@ are ``await`` records, so recovery folds them as it folds every other: the n-th 
 kind gets key n in a frame of its own (``host:KIND``) that no statement ever resets, so its
 answers stay in the folded state for the whole run. The code the program feeds an executor
 is journaled by the frame recorder every driver shares
-(:class:`~resumable.durability.journal.FrameRecorder`).
+(:class:`~resumable.durability.replay.journal.FrameRecorder`).
 
 A recorded *site* (what was called) must match the site reached on replay; otherwise
 :class:`~resumable.errors.NonDeterminismError` names both.
@@ -15,16 +15,14 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
-from resumable.durability.divergence import ReplayDiverged
 from resumable.durability.embedded.boundary import refuse_effects_after
-from resumable.durability.recording import NEW_MODEL, record_value
-from resumable.durability.state import AwaitEntry
+from resumable.durability.embedded.handle import RunHandle
+from resumable.durability.log.run_state import AwaitEntry
+from resumable.durability.replay.divergence import ReplayDiverged
+from resumable.durability.replay.recording import NEW_MODEL, record_value
 from resumable.errors import NonDeterminismError
-
-if TYPE_CHECKING:
-    from resumable.durability.embedded.run import DurableRun
 
 T = TypeVar("T")
 
@@ -36,7 +34,7 @@ _PLACE = {"t": 0, "i": 0}
 class HostJournal:
     """Calls of one kind made by the embedding program, keyed by their order."""
 
-    def __init__(self, run: DurableRun, kind: str) -> None:
+    def __init__(self, run: RunHandle, kind: str) -> None:
         self.run = run
         self.frame_id = f"host:{kind}"
         frame = run.state_frame(self.frame_id)
@@ -129,3 +127,9 @@ class HostJournal:
     def _write(self, key: Any, site: str, outcome: str, value: Any, ns: Mapping[str, Any]) -> None:
         body, blobs = self._body(key, site, outcome, value, ns)
         self.run.write([("await", self.frame_id, body)], blobs)
+
+
+class JournaledRun(RunHandle, Protocol):
+    """A run handle that also gives out its journals, one per kind of call."""
+
+    def journal(self, kind: str) -> HostJournal: ...

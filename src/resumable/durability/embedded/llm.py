@@ -15,13 +15,11 @@ received whole is never requested again.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from resumable.durability.embedded.boundary import host_facing, public_error
-from resumable.durability.store_faults import StoreFailed
-
-if TYPE_CHECKING:
-    from resumable.durability.embedded.run import DurableRun
+from resumable.durability.embedded.journal import JournaledRun
+from resumable.durability.log.store_faults import StoreFailed
 
 R = TypeVar("R")
 
@@ -29,7 +27,7 @@ R = TypeVar("R")
 class DurableLLM(Generic[R]):
     """``call`` with every response journaled in ``run`` (see the module doc)."""
 
-    def __init__(self, run: DurableRun, call: Callable[..., R], *, name: str = "llm") -> None:
+    def __init__(self, run: JournaledRun, call: Callable[..., R], *, name: str = "llm") -> None:
         if not callable(call):
             raise TypeError(f"durable LLM {name!r}: {type(call).__name__} is not callable")
         self.run = run
@@ -52,7 +50,7 @@ class DurableStream:
     """
 
     def __init__(
-        self, run: DurableRun, call: Callable[..., Iterable[str]], *, name: str = "llm"
+        self, run: JournaledRun, call: Callable[..., Iterable[str]], *, name: str = "llm"
     ) -> None:
         if not callable(call):
             raise TypeError(f"durable LLM {name!r}: {type(call).__name__} is not callable")

@@ -20,26 +20,27 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
 from resumable.config import Config, load_config
-from resumable.durability import hashseed
+from resumable.durability.capture.snapshot import Snapshotter
 from resumable.durability.embedded.boundary import host_facing
+from resumable.durability.embedded.executor import DurableExecutor
 from resumable.durability.embedded.journal import HostJournal
 from resumable.durability.embedded.llm import DurableLLM, DurableStream
 from resumable.durability.embedded.loop import LoopThread
-from resumable.durability.owners import dead_here, owner_name
-from resumable.durability.recovery import RecoveryCoordinator
-from resumable.durability.session import (
+from resumable.durability.log import hashseed
+from resumable.durability.log.run_state import FrameState, RunState
+from resumable.durability.runs.coordinator import RecoveryCoordinator
+from resumable.durability.runs.owners import dead_here, owner_name
+from resumable.durability.runs.session import (
     RunOutcome,
     RunSession,
     codec_for,
     register_driver,
     store_for,
 )
-from resumable.durability.snapshot import Snapshotter
-from resumable.durability.state import FrameState, RunState
 from resumable.errors import RunBusyError, RunNotFoundError, UsageError
 from resumable.store.base import CheckpointStore, RunMeta
 from resumable.store.common import check_run_id
@@ -48,9 +49,6 @@ from resumable.store.urls import parse_store_url
 _log = logging.getLogger("resumable")
 _SETS_MOVED = "may iterate in another order than before the resume"
 """How set_order's warning starts (a set restored with another table than it had)."""
-
-if TYPE_CHECKING:
-    from resumable.durability.embedded.executor import DurableExecutor
 
 R = TypeVar("R")
 
@@ -241,8 +239,6 @@ class DurableRun:
     # -- what the run does -----------------------------------------------------------------
     def executor(self, *, tools: Mapping[str, Callable[..., Any]] | None = None) -> DurableExecutor:
         """The run's code executor (frame ``main``), with ``tools`` bound as steps."""
-        from resumable.durability.embedded.executor import DurableExecutor
-
         if self._executor is not None:
             raise UsageError(
                 f"run {self.run_id} has its executor already: keep the first one "

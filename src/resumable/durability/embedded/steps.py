@@ -9,22 +9,20 @@ own awaits come back through it) and journals every other awaitable.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
-from resumable.durability.foreign import is_foreign, mark_transparent
-from resumable.durability.steps import journaled
-from resumable.durability.tasks import (
+from resumable.durability.effects.foreign import is_foreign, mark_transparent
+from resumable.durability.effects.steps import journaled
+from resumable.durability.effects.tasks import (
     current_cursor,
     install_task_keys,
     reset_cursor,
     set_cursor,
 )
 from resumable.exec.hooks import HookBase
-
-if TYPE_CHECKING:
-    from resumable.durability.embedded.executor import DurableExecutor
 
 T = TypeVar("T")
 
@@ -58,10 +56,16 @@ def bind_tool(name: str, tool: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+class LoopOwner(Protocol):
+    """What the hook uses of its executor: the loop its statements' awaits run on."""
+
+    def program_loop(self) -> asyncio.AbstractEventLoop: ...
+
+
 class StepHook(HookBase):
     """What rewritten awaits of embedded code call: foreign awaits are journaled."""
 
-    def __init__(self, executor: DurableExecutor) -> None:
+    def __init__(self, executor: LoopOwner) -> None:
         self.executor = executor
 
     def run(self, statement: Awaitable[Any]) -> Any:

@@ -15,20 +15,22 @@ import ast
 import dataclasses
 import inspect
 import re
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
-from resumable.durability.divergence import ReplayDiverged
+from resumable.durability.embedded.handle import RunHandle
+from resumable.durability.embedded.journal import JournaledRun
 from resumable.durability.embedded.outcome import CapturedOutput, Failure, Outcome
+from resumable.durability.embedded.steps import StepHook
+from resumable.durability.embedded.writes import CodeFrameWrites
+from resumable.durability.replay.divergence import ReplayDiverged
+from resumable.durability.replay.journal import FrameRecorder
 from resumable.errors import NonDeterminismError
 from resumable.exec.depth import room_to_walk
 from resumable.exec.hooks import register_program_file
 from resumable.exec.rewrite import rewrite_statement
 from resumable.exec.stream_syntax import too_deep
 from resumable.exec.streaming import Statement, StatementSplitter
-
-if TYPE_CHECKING:
-    from resumable.durability.embedded.executor import DurableExecutor
-    from resumable.durability.embedded.run import DurableRun
 
 OUTPUT = "_print_outputs"
 """The namespace name of the captured output (smolagents' name for it)."""
@@ -37,12 +39,33 @@ _VALUE = "__resumable_value__"
 _FLAGS = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
 
 
+class TurnHost(Protocol):
+    """What a turn uses of the executor it runs in (a ``DurableExecutor``)."""
+
+    run: JournaledRun | None
+    frame_id: str
+    namespace: dict[str, Any]
+    writes: CodeFrameWrites | None
+    recorder: FrameRecorder | None
+    hook: StepHook
+    check: Callable[[ast.Module], None] | None
+    assignment_values: bool
+    stop_signal: type[BaseException] | None
+
+    @property
+    def output(self) -> CapturedOutput: ...
+
+    def enter(self, statement: Statement, index: int) -> None: ...
+
+    def leave(self, statement: Statement, index: int) -> None: ...
+
+
 class Turn:
     """One turn: its text and its statements."""
 
     def __init__(
         self,
-        executor: DurableExecutor,
+        executor: TurnHost,
         index: int,
         *,
         recorded: Any,
@@ -152,13 +175,13 @@ class Turn:
         segment = source_segment(statement.source, nodes[0]) or statement.source.strip()
         tree = ast.Module(body=nodes, type_ignores=[])
         last = tree.body[-1]
-        value_name = _value_target(last, ex._assignment_values)
+        value_name = _value_target(last, ex.assignment_values)
         if isinstance(last, ast.Expr):
             tree.body[-1] = ast.copy_location(
                 ast.Assign(targets=[ast.Name(_VALUE, ast.Store())], value=last.value), last
             )
             value_name = _VALUE
-        elif ex._assignment_values and isinstance(last, _BLOCKS):
+        elif ex.assignment_values and isinstance(last, _BLOCKS):
             _mark_trailing(last)
             value_name = _VALUE
         filename = f"<{ex.frame_id} code {self.index + 1}>"
@@ -220,7 +243,7 @@ class Turn:
         except Exception as exc:
             self.failure = Failure.from_exception(exc, segment, line, filename)
         except BaseException as exc:
-            if ex._stop is None or not isinstance(exc, ex._stop):
+            if ex.stop_signal is None or not isinstance(exc, ex.stop_signal):
                 raise
             self.final = True
             self.value = getattr(exc, "value", None)
@@ -306,7 +329,7 @@ def _mark_trailing(node: ast.stmt) -> None:
             )
 
 
-def _recordable(outcome: Outcome, run: DurableRun) -> Outcome:
+def _recordable(outcome: Outcome, run: RunHandle) -> Outcome:
     """The outcome as the log can hold it: a value that cannot be pickled becomes its repr."""
     try:
         run.session_or_fail().snapshotter.dumps_value(outcome.value, {})

@@ -1,9 +1,9 @@
 """What a code frame of an embedded run writes through: the run's manager, from another thread.
 
 The code of an embedded run runs on the caller's thread (its awaits on a loop of the
-executor's own); the run's store and :class:`~resumable.durability.checkpoints.CheckpointManager`
+executor's own); the run's store and :class:`~resumable.durability.log.checkpoints.CheckpointManager`
 live on the run's loop thread. This is the manager's face the frame's
-:class:`~resumable.durability.journal.FrameRecorder` writes through: every write goes to the
+:class:`~resumable.durability.replay.journal.FrameRecorder` writes through: every write goes to the
 run's manager and returns once durable (the caller's thread can wait for the store, so a step's
 record is durable before the code gets its result). A statement's boundary record, and the
 record of where a statement started, wait in a batch until the next write or the end of the
@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from resumable.durability.embedded.boundary import refuse_effects_after
-from resumable.durability.state import RunState
-
-if TYPE_CHECKING:
-    from resumable.durability.embedded.run import DurableRun
+from resumable.durability.embedded.handle import RunHandle
+from resumable.durability.log.run_state import RunState
 
 __all__ = ["CodeFrameWrites"]
 
@@ -33,7 +31,7 @@ class CodeFrameWrites:
     replay_until = 0
     deferred = False
 
-    def __init__(self, run: DurableRun) -> None:
+    def __init__(self, run: RunHandle) -> None:
         self._run = run
         self.run_id = run.run_id
         self.pending: Pending = []

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-from resumable.durability.divergence import ReplayDiverged
+from resumable.durability.replay.divergence import ReplayDiverged
 from resumable.errors import NonDeterminismError, UsageError
 
 if TYPE_CHECKING:

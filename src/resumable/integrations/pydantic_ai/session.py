@@ -28,10 +28,10 @@ from pydantic_ai.messages import ToolCallPart, ToolReturn
 from pydantic_ai.tool_manager import ToolManager
 from pydantic_ai.tools import ToolDenied
 
+from resumable.durability.effects.steps import journaled
 from resumable.durability.embedded.boundary import keeping_the_stop_signal
 from resumable.durability.embedded.executor import DurableExecutor
 from resumable.durability.embedded.outcome import Outcome
-from resumable.durability.steps import journaled
 from resumable.errors import ResumableError
 from resumable.integrations.pydantic_ai.values import for_snippet
 
