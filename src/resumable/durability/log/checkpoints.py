@@ -111,19 +111,17 @@ class CheckpointManager(StopsOnStoreFaults):
         """Set by the run's owner: the next await record is the last (see StopRequested)."""
         self.cancelled: str | None = None
         """The reason of a cancel, set with ``stop_requested`` when the stop cancels the run."""
-        self.written = 0
-        self._seq = state.seq
+        self.written = self._since_snapshot = 0
+        self._seq = self._durable_seq = state.seq
         self._buffer: list[Record] = []
         self._buffer_since = 0.0
-        self._since_snapshot = 0
         self._blobs: dict[str, bytes] = {}
         self._hooks = CheckpointHooks(self.policy.before_checkpoint, self.policy.after_checkpoint)
         self._deferred_blobs: dict[str, bytes] = {}
         self._deferred = False
-        self._writing: asyncio.Future[None] | None = None
-        """The append in progress: concurrent tasks of a statement write records, one
-        append at a time, in seq order; whoever waits for it is woken when it lands."""
-        self._durable_seq = state.seq
+        self.appending: asyncio.Future[None] | None = None
+        """The append in progress: tasks of a statement write records one append at a time,
+        in seq order; whoever waits for it is woken when it lands (a stop waits for it)."""
         self.last_await = state.last_await
         """Seq of the newest await record of the run (written or still buffered)."""
         self.tasks: set[asyncio.Task[Any]] = set()
@@ -220,11 +218,6 @@ class CheckpointManager(StopsOnStoreFaults):
         expires = self.lease.expires_at  # the clock is read last
         return self.halted is not None or (expires is not None and time.time() >= expires)
 
-    @property
-    def appending(self) -> asyncio.Future[None] | None:
-        """The append in progress, if any (a stop waits for it before it cancels the run)."""
-        return self._writing
-
     async def flush(self, *, closing: bool = False) -> None:
         """Make every buffered record durable (and the boundary whose fsync runs); refused
         as an effect is (:meth:`settle`) unless ``closing``."""
@@ -281,19 +274,19 @@ class CheckpointManager(StopsOnStoreFaults):
         program code first and interleave them otherwise than plain Python does.
         """
         want = self._seq
-        while self._writing is not None:
-            await asyncio.shield(self._writing)
+        while self.appending is not None:
+            await asyncio.shield(self.appending)
             if self._durable_seq >= want:
                 return
         if not self._buffer:
             # taken by a boundary whose fsync runs, or by an append whose writer got its error
             self._settle()
             return
-        writing = self._writing = asyncio.get_running_loop().create_future()
+        writing = self.appending = asyncio.get_running_loop().create_future()
         try:
             last = await self._append_buffer(background)
         finally:
-            self._writing = None
+            self.appending = None
             writing.set_result(None)
         if self._since_snapshot >= self.policy.snapshot_every and last != "await":
             # Only between statements: a snapshot inside one long statement would
