@@ -16,7 +16,7 @@ from typing import Any
 
 from benchmarks.harness import NEVER, Progress, file_config, folder_bytes, ratio
 from benchmarks.report import Report
-from resumable.durability.runs.recovery import RecoveryCoordinator
+from resumable.durability.runs.coordinator import RecoveryCoordinator
 from resumable.durability.runs.session import RunSession, store_for
 from resumable.script import drive_script
 from resumable.store.base import RunMeta

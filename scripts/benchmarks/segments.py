@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from benchmarks.report import Report
+from benchmarks.stmt_shape import raw_appends
 
 SIZE = 200
 CHILD = """\
@@ -53,20 +54,6 @@ def segments_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds")
     parser.add_argument("--before", type=Path, help="the src folder of a checkout to compare")
     parser.add_argument("--quick", action="store_true", help="a smoke test: tiny N")
-
-
-def _raw_append(path: Path, n: int) -> list[float]:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC, 0o600)
-    data, samples = b"x" * (SIZE + 24), []
-    try:
-        for _ in range(n):
-            began = time.perf_counter_ns()
-            os.write(fd, data)
-            os.fsync(fd)
-            samples.append((time.perf_counter_ns() - began) / 1000)
-    finally:
-        os.close(fd)
-    return samples
 
 
 def _raw_in_place(path: Path, n: int) -> list[float]:
@@ -111,7 +98,7 @@ def bench_segments(args: argparse.Namespace) -> Report:
         folder = Path(tmp)
         for number in range(rounds):
             print(f"segments: round {number + 1}/{rounds}", file=sys.stderr, flush=True)
-            cases["raw append + fsync"] += _raw_append(folder / "raw.log", n)
+            cases["raw append + fsync"] += raw_appends(folder, n, SIZE + 24)
             cases["raw pwrite + fdatasync"] += _raw_in_place(folder / "raw.pre", n)
             for index, (name, src) in enumerate(checkouts.items()):
                 root = folder / f"store-{number}-{index}"
