@@ -2,6 +2,7 @@
 
     python scripts/bench.py peers            # 500 steps, every store (a few minutes)
     python scripts/bench.py peers --quick    # 20 steps, one store each
+    python scripts/bench.py peers --only postgres --steps 2000   # some rows, longer
     python scripts/bench.py peers --prepare  # only make the peers' venv (exit 3: cannot)
 
 The job (``peers_programs.py``): ``--steps`` steps, each adding one to a counter beside a
@@ -13,8 +14,8 @@ time is from the resuming process's start to its exit, and the result is right w
 counter is ``--steps`` and every step's effect is there, made twice at most for the step
 the kill interrupted (counted, not hidden).
 
-resumable runs from this checkout (``src``), with the folder store (``sync = "fsync"``, the
-default) and the PostgreSQL store; the peers run with the Python of their venv
+resumable runs from this checkout (``src``), with the folder store, the SQLite store and the
+PostgreSQL store (``sync = "fsync"``, the default); the peers run with the Python of their venv
 (``peers_env.py``). PostgreSQL stores get a throwaway database each on ``--pg-url``'s
 server, dropped after.
 """
@@ -58,6 +59,7 @@ class Case:
 
 CASES = (
     Case("resumable exec, folder (fsync)", "resumable", "folder"),
+    Case("resumable exec, SQLite", "resumable", "sqlite"),
     Case("resumable exec, PostgreSQL", "resumable", "postgres"),
     Case("LangGraph, SqliteSaver", "langgraph", "sqlite"),
     Case("LangGraph, PostgresSaver", "langgraph", "postgres"),
@@ -71,6 +73,9 @@ def peers_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", type=int, default=500, help="steps of the job")
     parser.add_argument("--big", type=int, default=100_000, help="characters of the big value")
     parser.add_argument("--quick", action="store_true", help="20 steps, one store each")
+    parser.add_argument(
+        "--only", default="", help="comma-separated words: only the rows whose name has one"
+    )
     parser.add_argument("--prepare", action="store_true", help="only make the peers' venv")
     parser.add_argument("--venv", type=Path, default=None, help="the peers' venv folder")
     parser.add_argument("--dir", type=Path, default=None, help="scratch folder (a temp dir)")
@@ -106,7 +111,8 @@ class Runner:
         if self.case.program == "resumable":
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC), env.get("PYTHONPATH")]))
             postgres = store.startswith("postgresql://")
-            env["RESUMABLE_DURABILITY_STORE"] = "postgres" if postgres else "file"
+            kind = {"folder": "file", "sqlite": "sqlite", "postgres": "postgres"}
+            env["RESUMABLE_DURABILITY_STORE"] = kind[self.case.store]
             env["RESUMABLE_DURABILITY_" + ("URL" if postgres else "PATH")] = store
             env["RESUMABLE_DURABILITY_SYNC"] = "fsync"
         return env
@@ -260,6 +266,9 @@ def bench_peers(args: argparse.Namespace) -> Report:
     cases = [c for c in CASES if server or c.store != "postgres"]
     if args.quick:
         cases = [c for c in cases if c.store != "postgres"]
+    if args.only:
+        words = [word.strip().lower() for word in args.only.split(",") if word.strip()]
+        cases = [c for c in cases if any(word in c.name.lower() for word in words)]
     load_before = os.getloadavg()
     rows = []
     with tempfile.TemporaryDirectory(dir=args.dir) as folder:

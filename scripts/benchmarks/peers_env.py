@@ -144,5 +144,10 @@ def folder_bytes(path: Path) -> int:
 
 
 def sqlite_bytes(path: Path) -> int:
-    """A SQLite database: its file and its write-ahead log, if any."""
-    return sum(p.stat().st_size for p in (path, path.with_name(path.name + "-wal")) if p.is_file())
+    """A SQLite database: its file and the files beside it named after it (its write-ahead
+    log, resumable's ``-heads``), but not the ``-shm`` index of the log."""
+    return sum(
+        p.stat().st_size
+        for p in path.parent.glob(path.name + "*")
+        if p.is_file() and not p.name.endswith("-shm")
+    )

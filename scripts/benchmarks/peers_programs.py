@@ -1,7 +1,8 @@
 """The programs `bench.py peers` runs, one per system, as the text of a file of their own.
 
 Every program does the same job: ``N`` steps, each adding one to a counter that lives beside
-a large value (``BIG`` characters) that never changes. A step's effect is one line appended
+a large value (``BIG`` characters) that never changes: base64 of SHA-256 digests, the same
+in every program, so that no store can compress it below 3/4 of its size. A step's effect is one line appended
 to the effects file (``EFFECTS``): the step's counter and the wall clock, so the benchmark
 can count effects made twice and time the steps the same way for every system. Each program
 prints the final counter as its last line of output.
@@ -13,9 +14,19 @@ or ``resume``; the resumable program does not read it: ``resumable resume`` resu
 
 from __future__ import annotations
 
+_BIG = """
+
+def make_big(size):
+    digests = (hashlib.sha256(str(i).encode()).digest() for i in range(size // 32 + 1))
+    return base64.b64encode(b"".join(digests)).decode()[:size]
+
+"""
+
 RESUMABLE = '''\
 """Plain async Python: a step is a tool call with an effect, so it is a @resumable.step."""
 import asyncio
+import base64
+import hashlib
 import os
 import time
 
@@ -23,7 +34,8 @@ import resumable
 
 STEPS = int(os.environ["PEERS_STEPS"])
 EFFECTS = os.environ["PEERS_EFFECTS"]
-big = "x" * int(os.environ["PEERS_BIG"])
+#BIG
+big = make_big(int(os.environ["PEERS_BIG"]))
 
 
 @resumable.step
@@ -45,7 +57,9 @@ asyncio.run(main())
 
 LANGGRAPH = '''\
 """A LangGraph graph of one node that loops until the counter reaches the steps."""
+import base64
 import contextlib
+import hashlib
 import os
 import sqlite3
 import time
@@ -56,7 +70,7 @@ from langgraph.graph import END, START, StateGraph
 STEPS = int(os.environ["PEERS_STEPS"])
 EFFECTS = os.environ["PEERS_EFFECTS"]
 STORE = os.environ["PEERS_STORE"]
-
+#BIG
 
 class State(TypedDict):
     counter: int
@@ -94,7 +108,7 @@ with contextlib.ExitStack() as stack:
     graph = builder.compile(checkpointer=saver(stack))
     config = {"configurable": {"thread_id": "peers"}, "recursion_limit": STEPS + 10}
     if os.environ["PEERS_MODE"] == "start":
-        state = {"counter": 0, "big": "x" * int(os.environ["PEERS_BIG"])}
+        state = {"counter": 0, "big": make_big(int(os.environ["PEERS_BIG"]))}
     else:
         state = None  # go on from the thread's last checkpoint
     final = graph.invoke(state, config, durability="sync")
@@ -103,6 +117,8 @@ with contextlib.ExitStack() as stack:
 
 DBOS = '''\
 """A DBOS workflow of N steps; a resume is DBOS's recovery of the pending workflow at launch."""
+import base64
+import hashlib
 import os
 import time
 
@@ -113,6 +129,7 @@ EFFECTS = os.environ["PEERS_EFFECTS"]
 STORE = os.environ["PEERS_STORE"]
 if not STORE.startswith("postgresql://"):
     STORE = "sqlite:///" + STORE
+#BIG
 
 DBOS(config={"name": "peers", "system_database_url": STORE, "run_admin_server": False})
 
@@ -135,11 +152,14 @@ def work(big, steps):
 DBOS.launch()  # recovers this executor's pending workflows
 if os.environ["PEERS_MODE"] == "start":
     with SetWorkflowID("peers"):
-        handle = DBOS.start_workflow(work, "x" * int(os.environ["PEERS_BIG"]), STEPS)
+        handle = DBOS.start_workflow(work, make_big(int(os.environ["PEERS_BIG"])), STEPS)
 else:
     handle = DBOS.retrieve_workflow("peers")
 print(handle.get_result())
 DBOS.destroy()
 '''
 
-PROGRAMS = {"resumable": RESUMABLE, "langgraph": LANGGRAPH, "dbos": DBOS}
+PROGRAMS = {
+    name: program.replace("#BIG\n", _BIG)
+    for name, program in (("resumable", RESUMABLE), ("langgraph", LANGGRAPH), ("dbos", DBOS))
+}
