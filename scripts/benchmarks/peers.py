@@ -265,7 +265,8 @@ def bench_peers(args: argparse.Namespace) -> Report:
     server = pg.version()
     cases = [c for c in CASES if server or c.store != "postgres"]
     if args.quick:
-        cases = [c for c in cases if c.store != "postgres"]
+        firsts = {c.program: c for c in reversed(CASES) if c.store != "postgres"}
+        cases = [c for c in cases if c in firsts.values()]  # one store each, no server
     if args.only:
         words = [word.strip().lower() for word in args.only.split(",") if word.strip()]
         cases = [c for c in cases if any(word in c.name.lower() for word in words)]
