@@ -17,7 +17,8 @@ the kill interrupted (counted, not hidden).
 resumable runs from this checkout (``src``), with the folder store, the SQLite store and the
 PostgreSQL store (``sync = "fsync"``, the default); the peers run with the Python of their venv
 (``peers_env.py``). PostgreSQL stores get a throwaway database each on ``--pg-url``'s
-server, dropped after.
+server, dropped after. Each row is one run (``--repeat`` is not used): compare rows of the
+same run, and run it again to see how much they move.
 """
 
 from __future__ import annotations
@@ -196,7 +197,9 @@ def _size(case: Case, store: str, database: str, pg: Postgres | None) -> int:
     return folder_bytes(Path(store)) if case.store == "folder" else sqlite_bytes(Path(store))
 
 
-def measure(case: Case, scratch: Path, python: Path, pg: Postgres | None, args: argparse.Namespace):
+def measure(
+    case: Case, scratch: Path, python: Path, pg: Postgres | None, args: argparse.Namespace
+) -> tuple[object, ...]:
     """One row: the run to the end, then the killed run and its resume."""
     steps = args.steps
     full = Runner(case, Path(tempfile.mkdtemp(dir=scratch)), python, args)
