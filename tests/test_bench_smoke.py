@@ -7,6 +7,7 @@ and what the resume runs read are.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -217,3 +218,35 @@ def test_long_statement_reports_each_phase_at_n_and_ten_n(tmp_path: Path) -> Non
     assert data["awaits"] == [1000, 10000]
     assert set(data["ratios"]) == {"clean run", "attach", "replay"}
     assert all(row["N = 1,000"] > 0 and row["N = 10,000"] > 0 for row in data["rows"])
+
+
+@pytest.mark.skipif(
+    bool(os.environ.get("CI")), reason="CI does not install the peers (LangGraph, DBOS)"
+)
+def test_peers_kills_and_resumes_the_same_job_on_each_system(tmp_path: Path) -> None:
+    prepared = subprocess.run(
+        [sys.executable, str(BENCH), "peers", "--prepare"],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        cwd=ROOT,
+        check=False,
+    )
+    if prepared.returncode == 3:
+        pytest.skip(f"the peers' venv cannot be made here: {prepared.stderr.strip()[-500:]}")
+    assert prepared.returncode == 0, prepared.stderr[-3000:]
+
+    data = run_bench(tmp_path, "peers")
+
+    assert data["ok"] is True
+    assert data["steps"] == 20
+    assert set(data["versions"]) >= {"langgraph", "langgraph-checkpoint-sqlite", "dbos"}
+    rows = {row["system, store"]: row for row in data["rows"]}
+    assert set(rows) == {"resumable exec, folder (fsync)", "LangGraph, SqliteSaver", "DBOS, SQLite"}
+    for row in rows.values():
+        assert row["counter"] == 20
+        assert row["right"] == "yes"
+        assert row["effects at kill"] >= 10
+        assert row["effects twice"] <= 1
+        for key in ("median ms/step", "p99 ms/step", "KB stored/step", "resume s"):
+            assert row[key] > 0, key
