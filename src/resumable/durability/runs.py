@@ -20,6 +20,7 @@ from resumable.durability.recovery import (
     code_of,
     executed_code,
     line_at,
+    lost_records,
     remaining_code,
 )
 from resumable.durability.session import owner_name
@@ -33,6 +34,7 @@ from resumable.store.base import (
     RunSummary,
     StoredRecord,
 )
+from resumable.store.holes import log_gap
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,17 +88,22 @@ async def list_runs(
             continue
         if since is not None and meta.created_at < since:
             continue
+        status, problem = summary.status, summary.damaged
+        if problem is None and not summary.live and summary.last_seq > 0:
+            lost = await log_damage(store, meta.run_id)
+            if lost is not None:
+                status, problem = "damaged", lost
         rows.append(
             RunRow(
                 meta.run_id,
                 meta.program,
                 meta.kind,
-                summary.status,
+                status,
                 summary.last_seq,
                 summary.last_write,
                 meta.created_at,
                 meta.updated_at,
-                summary.damaged,
+                problem,
             )
         )
     if sort == "created":
@@ -314,6 +321,22 @@ async def collect_garbage(
         elif not summary.live and not dry_run:
             pruned += await store.prune(meta.run_id, keep)
     return GarbageReport(deleted, pruned)
+
+
+async def log_damage(store: CheckpointStore, run_id: str) -> str | None:
+    """The line saying which acknowledged records the run's log lost, or None if it is whole.
+
+    Runs lists such a run ``damaged``; its snapshots may still fold over the gap, but
+    the log is no longer what the store acknowledged (``holes.log_gap``).
+    """
+    try:
+        found = await log_gap(store, run_id)
+    except RunNotFoundError:  # deleted while listed
+        return None
+    if found is None:
+        return None
+    gap, result = found
+    return lost_records(run_id, store.url, gap, result).message
 
 
 AnswerCheck = Callable[[str, str], str | None]
