@@ -188,8 +188,8 @@ def resume_command(
     """
     from resumable import drivers  # noqa: F401  (registers every kind of run resume drives)
     from resumable.durability import control
-    from resumable.durability.recovery import RecoveryCoordinator
-    from resumable.durability.runs import latest_resumable, log_damage
+    from resumable.durability.recovery import RecoveryCoordinator, log_damage
+    from resumable.durability.runs import latest_resumable
     from resumable.store.common import check_run_id
 
     if (run_id is None) == (not latest):

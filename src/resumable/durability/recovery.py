@@ -33,7 +33,7 @@ import msgpack
 from resumable.durability.records import Record, RecordCodec
 from resumable.durability.state import FrameState, RunState
 from resumable.durability.state_codec import state_from_dict
-from resumable.errors import IntegrityError, LostRecordsError
+from resumable.errors import IntegrityError, LostRecordsError, RunNotFoundError
 from resumable.exec.reply_filter import executed_text
 from resumable.store.base import RESUMABLE_STATUSES, CheckpointStore, ReadResult, RunMeta
 from resumable.store.holes import log_gap
@@ -223,6 +223,22 @@ def lost_records(
         first=first,
         last=last,
     )
+
+
+async def log_damage(store: CheckpointStore, run_id: str) -> str | None:
+    """The line saying which acknowledged records the run's log lost, or None if it is whole.
+
+    Runs lists such a run ``damaged``; its snapshots may still fold over the gap, but
+    the log is no longer what the store acknowledged (``holes.log_gap``).
+    """
+    try:
+        found = await log_gap(store, run_id)
+    except RunNotFoundError:  # deleted while listed
+        return None
+    if found is None:
+        return None
+    gap, result = found
+    return lost_records(run_id, store.url, gap, result).message
 
 
 def code_of(frame: FrameState) -> str:

@@ -20,7 +20,7 @@ from resumable.durability.recovery import (
     code_of,
     executed_code,
     line_at,
-    lost_records,
+    log_damage,
     remaining_code,
 )
 from resumable.durability.session import owner_name
@@ -34,7 +34,6 @@ from resumable.store.base import (
     RunSummary,
     StoredRecord,
 )
-from resumable.store.holes import log_gap
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,6 +287,8 @@ def _short_repr(value: Any, limit: int = 120) -> str:
 class GarbageReport:
     deleted_runs: list[str]
     pruned_records: int
+    reclaimed_bytes: int | None = None
+    """What the store file shrank by (SQLite's ``VACUUM``); None: a store without that step."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -301,7 +302,11 @@ async def collect_garbage(
     dry_run: bool = False,
     env: Mapping[str, str] | None = None,
 ) -> GarbageReport:
-    """Delete finished runs older than the cutoff; prune the snapshots of the others."""
+    """Delete finished runs older than the cutoff; prune the snapshots of the others.
+
+    Every key, row and file of a deleted run goes with it; a store that keeps freed
+    space in its file (SQLite) is then compacted (``reclaim``) and says by how much.
+    """
     if not math.isfinite(older_than_days) or older_than_days < 0:
         raise UsageError(
             f"--older-than-days must be a number of days >= 0, not {older_than_days}",
@@ -320,23 +325,11 @@ async def collect_garbage(
                 await store.delete_run(meta.run_id)
         elif not summary.live and not dry_run:
             pruned += await store.prune(meta.run_id, keep)
-    return GarbageReport(deleted, pruned)
-
-
-async def log_damage(store: CheckpointStore, run_id: str) -> str | None:
-    """The line saying which acknowledged records the run's log lost, or None if it is whole.
-
-    Runs lists such a run ``damaged``; its snapshots may still fold over the gap, but
-    the log is no longer what the store acknowledged (``holes.log_gap``).
-    """
-    try:
-        found = await log_gap(store, run_id)
-    except RunNotFoundError:  # deleted while listed
-        return None
-    if found is None:
-        return None
-    gap, result = found
-    return lost_records(run_id, store.url, gap, result).message
+    reclaim = getattr(store, "reclaim", None)
+    if reclaim is None or dry_run:
+        return GarbageReport(deleted, pruned)
+    reclaimed: int = await reclaim() if deleted or pruned else 0
+    return GarbageReport(deleted, pruned, reclaimed)
 
 
 AnswerCheck = Callable[[str, str], str | None]
