@@ -93,12 +93,31 @@ async def _check_reported(site: Site, work: Path, run_id: str, seq: int) -> None
 
 
 @pytest.mark.parametrize("crash_after", [None, 14], ids=["finished", "crashed"])
+@pytest.mark.parametrize("seq", [4, 6], ids=["under-a-snapshot", "a-snapshot's-own"])
 async def test_a_record_lost_below_the_snapshot_is_listed_shown_and_refused(
-    site: Site, tmp_path: Path, crash_after: int | None
+    site: Site, tmp_path: Path, crash_after: int | None, seq: int
 ) -> None:
     run_id = _run(site, tmp_path, SNAPSHOTS, crash_after)
-    await site.delete(tmp_path, run_id, [4])  # a snapshot at 6 or later folds over it
-    await _check_reported(site, tmp_path, run_id, 4)
+    await site.delete(tmp_path, run_id, [seq])  # snapshots at 6 and later fold over it
+    await _check_reported(site, tmp_path, run_id, seq)
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        pytest.param("postgres", marks=pytest.mark.postgres),
+        pytest.param("redis", marks=pytest.mark.redis),
+    ],
+)
+async def test_the_first_record_lost_is_told_from_a_pruned_start(kind: str, tmp_path: Path) -> None:
+    """PostgreSQL and Redis keep the highest seq pruned: a log starting at 2 lost record 1."""
+    site = SITES[kind]()
+    try:
+        run_id = _run(site, tmp_path, SNAPSHOTS, None)
+        await site.delete(tmp_path, run_id, [1])
+        await _check_reported(site, tmp_path, run_id, 1)
+    finally:
+        await site.cleanup()
 
 
 async def test_a_random_record_lost_is_always_reported(site: Site, tmp_path: Path) -> None:

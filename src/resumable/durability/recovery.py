@@ -105,7 +105,7 @@ class RecoveryCoordinator:
         largest = 0
         gap = result.missing(after)
         below = None if gap is not None or after == 0 else await log_gap(self.store, run_id)
-        if below is not None and below[0][1] < after and (at is None or below[0][0] <= at):
+        if below is not None and below[0][0] <= after and (at is None or below[0][0] <= at):
             # a hole the snapshot folds over: the log is still not what was acknowledged
             problem = lost_records(run_id, self.store.url, below[0], below[1])
             if loss != "report":

@@ -7,8 +7,10 @@ cheaply say so with ``log_extent`` (first seq, last seq, count, high-water mark)
 others are read. The log is read only when the extent shows a gap, to name it.
 
 A log whose start was pruned behind a snapshot starts after 1: that is whole as long
-as a snapshot covers the records before its first one. A snapshot the log relies on
-that is gone is reported as the records it stood for being missing.
+as a snapshot covers the records before its first one. PostgreSQL and Redis also keep
+the highest seq pruned (``floor``), so a first record deleted by hand is told from a
+pruned one; the folder and SQLite stores take any start a snapshot covers. A snapshot
+the log relies on that is gone is reported as the records it stood for being missing.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ class LogExtent:
     last: int | None
     count: int
     high_water: int | None
+    floor: int | None = None
+    """The highest seq pruned away on purpose (0: none); None if the store does not keep it."""
 
 
 async def log_extent(store: CheckpointStore, run_id: str) -> LogExtent:
@@ -50,16 +54,20 @@ async def log_gap(store: CheckpointStore, run_id: str) -> tuple[tuple[int, int],
     floor = 0
     if extent.first is None or extent.first > 1:
         snapshot = await store.get_snapshot(run_id)
+        covered = 0 if snapshot is None else snapshot[0]
         if extent.first is None:
-            if snapshot is not None and snapshot[0] >= top:
+            if covered >= top:
                 return None  # every record pruned behind the newest snapshot
-        elif snapshot is not None and snapshot[0] >= extent.first - 1:
-            floor = extent.first - 1  # pruned behind a snapshot that is still there
+        else:
+            pruned = extent.first - 1
+            if extent.floor is not None:
+                pruned = min(extent.floor, pruned)
+            if covered >= pruned:
+                floor = pruned  # pruned behind a snapshot that is still there
     whole = (
-        extent.first is not None
+        extent.first == floor + 1
         and extent.last is not None
-        and extent.count == extent.last - extent.first + 1
-        and (extent.first == 1 or floor > 0)
+        and extent.count == extent.last - floor
         and top == extent.last
     )
     if whole:

@@ -180,9 +180,11 @@ class PostgresLog(PostgresConnection):
                 f"SELECT last_seq FROM {self._s}.heads WHERE run_id = $1", run_id
             )
             row = await conn.fetchrow(
-                f"SELECT min(seq), max(seq), count(*) FROM {self._s}.records WHERE run_id = $1",
+                f"SELECT min(seq), max(seq), count(*), "
+                f"(SELECT seq_floor FROM {self._s}.runs WHERE run_id = $1) "
+                f"FROM {self._s}.records WHERE run_id = $1",
                 run_id,
             )
-            if row[2] == 0 and not await self._exists(conn, run_id):
+            if row[3] is None:
                 raise not_found(run_id, self.url)
-        return LogExtent(row[0], row[1], int(row[2]), high_water)
+        return LogExtent(row[0], row[1], int(row[2]), high_water, int(row[3]))

@@ -10,7 +10,8 @@ Keys, under ``prefix`` (default ``resumable``); ``{id}`` is a cluster hash tag s
 run's keys share a slot::
 
     P:runs                 sorted set: run id scored by created_at
-    P:run:{id}             hash: meta (JSON), epoch, owner, expires (ms), last_seq, last_write
+    P:run:{id}             hash: meta (JSON), epoch, owner, expires (ms), last_seq, last_write,
+                           floor (the highest seq pruned)
     P:run:{id}:log         sorted set: seq -> 8-byte seq + 8-byte epoch + record
     P:run:{id}:blobs       hash: digest -> blob
     P:run:{id}:snaps       sorted set: seq -> 8-byte seq + snapshot
@@ -170,8 +171,8 @@ class RedisStore(RedisConnection):
         pipe.zcard(self._key(run_id, ":log"))
         pipe.zrange(self._key(run_id, ":log"), 0, 0, withscores=True)
         pipe.zrange(self._key(run_id, ":log"), -1, -1, withscores=True)
-        pipe.hget(self._key(run_id), "last_seq")
-        exists, count, first, last, high_water = await self._execute(
+        pipe.hmget(self._key(run_id), "last_seq", "floor")
+        exists, count, first, last, (high_water, floor) = await self._execute(
             pipe, f"while reading run {run_id}"
         )
         if not exists:
@@ -181,6 +182,7 @@ class RedisStore(RedisConnection):
             int(last[0][1]) if last else None,
             int(count),
             None if high_water is None else int(high_water),
+            None if floor is None else int(floor),  # runs created before it was kept
         )
 
     # -- blobs ----------------------------------------------------------------
