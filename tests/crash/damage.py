@@ -71,6 +71,10 @@ class Site:
     async def tear_meta(self, work: Path, run_id: str) -> None:
         raise NotImplementedError
 
+    async def delete_snaps(self, work: Path, run_id: str) -> None:
+        """Every snapshot of the run gone (its log left as it is)."""
+        raise NotImplementedError
+
     async def cleanup(self) -> None:
         """Remove what the site left on a shared server."""
 
@@ -104,6 +108,10 @@ class FileSite(Site):
         meta = work / ".resumable" / "runs" / run_id / "meta.json"
         meta.write_bytes(meta.read_bytes()[:40])
 
+    async def delete_snaps(self, work: Path, run_id: str) -> None:
+        for snap in (work / ".resumable" / "runs" / run_id / "snapshots").glob("*.snap"):
+            snap.unlink()
+
 
 class SQLiteSite(Site):
     kind = "sqlite"
@@ -136,6 +144,9 @@ class SQLiteSite(Site):
 
     async def tear_meta(self, work: Path, run_id: str) -> None:
         self._sql(work, "UPDATE runs SET meta = substr(meta, 1, 20) WHERE run_id=?", run_id)
+
+    async def delete_snaps(self, work: Path, run_id: str) -> None:
+        self._sql(work, "DELETE FROM snapshots WHERE run_id=?", run_id)
 
     @staticmethod
     def lose_wal(work: Path) -> None:
@@ -183,6 +194,9 @@ class PostgresSite(Site):
 
     async def tear_meta(self, work: Path, run_id: str) -> None:
         await self._sql("""UPDATE {s}.runs SET meta = '"torn"'::jsonb WHERE run_id = $1""", run_id)
+
+    async def delete_snaps(self, work: Path, run_id: str) -> None:
+        await self._sql("DELETE FROM {s}.snapshots WHERE run_id = $1", run_id)
 
     async def cleanup(self) -> None:
         await self._sql("DROP SCHEMA IF EXISTS {s} CASCADE")
@@ -234,6 +248,11 @@ class RedisSite(Site):
         client = await self._client()
         async with client:
             await client.hset(self._key(run_id), "meta", '{"prog')
+
+    async def delete_snaps(self, work: Path, run_id: str) -> None:
+        client = await self._client()
+        async with client:
+            await client.delete(self._key(run_id, ":snaps"))
 
     async def cleanup(self) -> None:
         client = await self._client()

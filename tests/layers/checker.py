@@ -228,6 +228,7 @@ SUBPACKAGE_RANKS: dict[str, dict[str, int]] = {
         "urls": 0,
         "common": 1,
         "group_commit": 1,
+        "holes": 1,
         "meta_check": 2,
         "filesystem": 3,
         "sqlite": 3,

@@ -266,6 +266,8 @@ def gc_command(
 ) -> None:
     """Delete finished runs (completed, failed, cancelled) and prune old snapshots of the others.
 
+    Every file, row or key of a deleted run goes; a SQLite file is compacted (VACUUM).
+
     Example: resumable gc --older-than-days 30 --dry-run
     """
     from resumable.durability.runs.stored import GarbageReport, collect_garbage
@@ -283,8 +285,11 @@ def gc_command(
         print(json.dumps(report.to_json()))
         return
     verb = "would delete" if dry_run else "deleted"
+    reclaimed = ""
+    if report.reclaimed_bytes is not None:
+        reclaimed = f", the store file shrank by {report.reclaimed_bytes / 2**20:.1f} MB"
     err.print(
         f"resumable: {verb} {plural(len(report.deleted_runs), 'finished run')}, pruned "
-        f"{plural(report.pruned_records, 'record')}",
+        f"{plural(report.pruned_records, 'record')}{reclaimed}",
         markup=False,
     )

@@ -31,7 +31,7 @@ from resumable.config import Config
 from resumable.durability.log import hashseed
 from resumable.durability.runs.progress import RunProgress
 from resumable.durability.runs.session import RunOutcome, codec_for, store_for
-from resumable.errors import UsageError
+from resumable.errors import LostRecordsError, UsageError
 
 
 @app.command("run")
@@ -189,6 +189,7 @@ def resume_command(
     from resumable import drivers  # noqa: F401  (registers every kind of run resume drives)
     from resumable.durability.runs import control
     from resumable.durability.runs.coordinator import RecoveryCoordinator
+    from resumable.durability.runs.recovery import log_damage
     from resumable.durability.runs.stored import latest_resumable
     from resumable.store.common import check_run_id
 
@@ -211,6 +212,10 @@ def resume_command(
             loaded_meta = await store.get_meta(target)
             control.refuse_cancelled(loaded_meta)
             gave_up = control.gave_up(loaded_meta)
+            if gave_up or loaded_meta.status in ("completed", "failed"):
+                lost = await log_damage(store, target)  # named before "nothing to resume"
+                if lost is not None:
+                    raise LostRecordsError(lost, run_id=target)
             if gave_up and force:
                 err.print(
                     f"resumable: run {target} {gave_up}; --force: trying once more "

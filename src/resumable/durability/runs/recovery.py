@@ -17,7 +17,9 @@ shorter than the store's high-water mark: deleted rows or keys, a truncated file
 lost SQLite ``-wal``) are never folded over: their effects happened, and resuming
 from before them would do those effects again. A resume refuses them by default
 (:class:`LostRecordsError`, nothing changed); ``loss="accept"`` continues from what is
-left when only the tail is gone; ``show`` reports them as a problem.
+left when only the tail is gone; ``show`` reports them as a problem. A hole below the
+snapshot a resume starts from is refused and reported too (``holes.log_gap``), and a
+log pruned behind a snapshot that is gone is refused, never replayed from the start.
 """
 
 from __future__ import annotations
@@ -30,9 +32,10 @@ import msgpack
 from resumable.durability.log.records import Record, RecordCodec
 from resumable.durability.log.run_state import FrameState, RunState
 from resumable.durability.log.state_codec import state_from_dict
-from resumable.errors import IntegrityError, LostRecordsError
+from resumable.errors import IntegrityError, LostRecordsError, RunNotFoundError
 from resumable.exec.reply_filter import executed_text
 from resumable.store.base import RESUMABLE_STATUSES, CheckpointStore, ReadResult, RunMeta
+from resumable.store.holes import log_gap
 
 
 @dataclass
@@ -96,14 +99,25 @@ class RunLoader:
         loaded = LoadedRun(meta, state)
         largest = 0
         gap = result.missing(after)
+        below = None if gap is not None or after == 0 else await log_gap(self.store, run_id)
+        if below is not None and below[0][0] <= after and (at is None or below[0][0] <= at):
+            # a hole the snapshot folds over: the log is still not what was acknowledged
+            problem = lost_records(run_id, self.store.url, below[0], below[1])
+            if loss != "report":
+                raise problem
+            loaded_problem: str | None = problem.message
+        else:
+            loaded_problem = None
         if gap is not None and (at is None or gap[0] <= at):
-            problem = lost_records(run_id, self.store.url, gap, result)
+            problem = lost_records(run_id, self.store.url, gap, result, snapshot=snapshot)
             hole = bool(result.records) and result.records[-1].seq > gap[1]
             if loss == "refuse" or (loss == "accept" and hole):
                 raise problem
             if loss == "accept":
                 problem = lost_records(run_id, self.store.url, gap, result, accepted=True)
             loaded.problems.append(problem.message)
+        if loaded_problem is not None:
+            loaded.problems.append(loaded_problem)
         for stored in result.records:
             if (at is not None and stored.seq > at) or (gap is not None and stored.seq >= gap[0]):
                 break
@@ -128,12 +142,31 @@ class RunLoader:
 
 
 def lost_records(
-    run_id: str, url: str, gap: tuple[int, int], result: ReadResult, *, accepted: bool = False
+    run_id: str,
+    url: str,
+    gap: tuple[int, int],
+    result: ReadResult,
+    *,
+    accepted: bool = False,
+    snapshot: tuple[int, bytes] | None = (0, b""),
 ) -> LostRecordsError:
-    """The one line that says which records are gone and what the user can do."""
+    """The one line that says which records are gone and what the user can do.
+
+    ``snapshot`` None: the run has no snapshot left, so a log that starts after record 1
+    lost the snapshot it was pruned behind (never replayed from the start).
+    """
     first, last = gap
     span = f"record {first} is" if first == last else f"records {first}-{last} are"
     records = result.records
+    if snapshot is None and first == 1 and records and records[-1].seq > last:
+        return LostRecordsError(
+            f"run {run_id}: {span} not in its log in {url} and no snapshot stands for "
+            f"them (the snapshot they were pruned behind is missing); nothing was run - "
+            "restore the run's snapshots from a backup of the store",
+            run_id=run_id,
+            first=first,
+            last=last,
+        )
     if result.problem and not (records and records[-1].seq > last):
         # the store still has bytes where they were, but they do not verify
         why = result.problem.split("; ")[0].removeprefix(f"run {run_id}: ")
@@ -160,6 +193,22 @@ def lost_records(
         first=first,
         last=last,
     )
+
+
+async def log_damage(store: CheckpointStore, run_id: str) -> str | None:
+    """The line saying which acknowledged records the run's log lost, or None if it is whole.
+
+    Runs lists such a run ``damaged``; its snapshots may still fold over the gap, but
+    the log is no longer what the store acknowledged (``holes.log_gap``).
+    """
+    try:
+        found = await log_gap(store, run_id)
+    except RunNotFoundError:  # deleted while listed
+        return None
+    if found is None:
+        return None
+    gap, result = found
+    return lost_records(run_id, store.url, gap, result).message
 
 
 def code_of(frame: FrameState) -> str:

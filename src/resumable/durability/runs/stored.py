@@ -23,6 +23,7 @@ from resumable.durability.runs.recovery import (
     code_of,
     executed_code,
     line_at,
+    log_damage,
     remaining_code,
 )
 from resumable.errors import RunNotFoundError, UsageError
@@ -86,17 +87,22 @@ async def list_runs(
             continue
         if since is not None and meta.created_at < since:
             continue
+        status, problem = summary.status, summary.damaged
+        if problem is None and not summary.live and summary.last_seq > 0:
+            lost = await log_damage(store, meta.run_id)
+            if lost is not None:
+                status, problem = "damaged", lost
         rows.append(
             RunRow(
                 meta.run_id,
                 meta.program,
                 meta.kind,
-                summary.status,
+                status,
                 summary.last_seq,
                 summary.last_write,
                 meta.created_at,
                 meta.updated_at,
-                summary.damaged,
+                problem,
             )
         )
     if sort == "created":
@@ -281,6 +287,8 @@ def _short_repr(value: Any, limit: int = 120) -> str:
 class GarbageReport:
     deleted_runs: list[str]
     pruned_records: int
+    reclaimed_bytes: int | None = None
+    """What the store file shrank by (SQLite's ``VACUUM``); None: a store without that step."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -294,7 +302,11 @@ async def collect_garbage(
     dry_run: bool = False,
     env: Mapping[str, str] | None = None,
 ) -> GarbageReport:
-    """Delete finished runs older than the cutoff; prune the snapshots of the others."""
+    """Delete finished runs older than the cutoff; prune the snapshots of the others.
+
+    Every key, row and file of a deleted run goes with it; a store that keeps freed
+    space in its file (SQLite) is then compacted (``reclaim``) and says by how much.
+    """
     if not math.isfinite(older_than_days) or older_than_days < 0:
         raise UsageError(
             f"--older-than-days must be a number of days >= 0, not {older_than_days}",
@@ -313,7 +325,11 @@ async def collect_garbage(
                 await store.delete_run(meta.run_id)
         elif not summary.live and not dry_run:
             pruned += await store.prune(meta.run_id, keep)
-    return GarbageReport(deleted, pruned)
+    reclaim = getattr(store, "reclaim", None)
+    if reclaim is None or dry_run:
+        return GarbageReport(deleted, pruned)
+    reclaimed: int = await reclaim() if deleted or pruned else 0
+    return GarbageReport(deleted, pruned, reclaimed)
 
 
 AnswerCheck = Callable[[str, str], str | None]

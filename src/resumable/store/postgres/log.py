@@ -22,6 +22,7 @@ from resumable.errors import ResumableError, StoreError
 from resumable.store.base import Lease, ReadResult, StoredRecord, check_seqs
 from resumable.store.common import check_fence, not_found
 from resumable.store.group_commit import GroupCommit, PendingAppend
+from resumable.store.holes import LogExtent
 from resumable.store.postgres.connect import DRIVER_ERRORS, PostgresConnection
 from resumable.store.postgres.sql import group_columns
 
@@ -171,3 +172,19 @@ class PostgresLog(PostgresConnection):
                 raise not_found(run_id, self.url)
         records = [StoredRecord(r[0], r[1], bytes(r[2])) for r in rows]
         return ReadResult(records, high_water=high_water)
+
+    async def log_extent(self, run_id: str) -> LogExtent:
+        """The run's log counted in the server (``holes.log_gap`` reads it only on a gap)."""
+        async with self._conn("reading the log") as conn:
+            high_water = await conn.fetchval(
+                f"SELECT last_seq FROM {self._s}.heads WHERE run_id = $1", run_id
+            )
+            row = await conn.fetchrow(
+                f"SELECT min(seq), max(seq), count(*), "
+                f"(SELECT seq_floor FROM {self._s}.runs WHERE run_id = $1) "
+                f"FROM {self._s}.records WHERE run_id = $1",
+                run_id,
+            )
+            if row[3] is None:
+                raise not_found(run_id, self.url)
+        return LogExtent(row[0], row[1], int(row[2]), high_water, int(row[3]))

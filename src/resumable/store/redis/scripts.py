@@ -11,7 +11,7 @@ _NOW_MS = "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math
 # Scripts return {code, ...}: 0 ok, 1 no such run, 2 refused (fenced / busy), 3 bad seq.
 _CREATE = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return {2} end
-redis.call('HSET', KEYS[1], 'meta', ARGV[1], 'epoch', 0, 'last_seq', 0)
+redis.call('HSET', KEYS[1], 'meta', ARGV[1], 'epoch', 0, 'last_seq', 0, 'floor', 0)
 redis.call('ZADD', KEYS[2], ARGV[2], ARGV[3])
 return {0}
 """
@@ -65,6 +65,7 @@ if redis.call('EXISTS', KEYS[1]) == 0 then return {1} end
 local cut = redis.call('ZREVRANGE', KEYS[2], ARGV[1], ARGV[1], 'WITHSCORES')
 if #cut == 0 then return {0, 0} end
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', cut[2])
+redis.call('HSET', KEYS[1], 'floor', cut[2])
 return {0, redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', cut[2])}
 """
 _ACQUIRE = (

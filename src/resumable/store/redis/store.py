@@ -10,7 +10,8 @@ Keys, under ``prefix`` (default ``resumable``); ``{id}`` is a cluster hash tag s
 run's keys share a slot::
 
     P:runs                 sorted set: run id scored by created_at
-    P:run:{id}             hash: meta (JSON), epoch, owner, expires (ms), last_seq, last_write
+    P:run:{id}             hash: meta (JSON), epoch, owner, expires (ms), last_seq, last_write,
+                           floor (the highest seq pruned)
     P:run:{id}:log         sorted set: seq -> 8-byte seq + 8-byte epoch + record
     P:run:{id}:blobs       hash: digest -> blob
     P:run:{id}:snaps       sorted set: seq -> 8-byte seq + snapshot
@@ -44,6 +45,7 @@ from resumable.store.common import (
     lease_lost,
     not_found,
 )
+from resumable.store.holes import LogExtent
 from resumable.store.meta_check import check_meta_json
 from resumable.store.redis.connection import RedisConnection
 
@@ -161,6 +163,27 @@ class RedisStore(RedisConnection):
             seq, epoch = _SEQ_EPOCH.unpack_from(member)
             records.append(StoredRecord(seq, epoch, bytes(member[_SEQ_EPOCH.size :])))
         return ReadResult(records, high_water=None if high_water is None else int(high_water))
+
+    async def log_extent(self, run_id: str) -> LogExtent:
+        """The run's log counted on the server (``holes.log_gap`` reads it only on a gap)."""
+        pipe = self._require().pipeline(transaction=True)
+        pipe.exists(self._key(run_id))
+        pipe.zcard(self._key(run_id, ":log"))
+        pipe.zrange(self._key(run_id, ":log"), 0, 0, withscores=True)
+        pipe.zrange(self._key(run_id, ":log"), -1, -1, withscores=True)
+        pipe.hmget(self._key(run_id), "last_seq", "floor")
+        exists, count, first, last, (high_water, floor) = await self._execute(
+            pipe, f"while reading run {run_id}"
+        )
+        if not exists:
+            raise not_found(run_id, self.url)
+        return LogExtent(
+            int(first[0][1]) if first else None,
+            int(last[0][1]) if last else None,
+            int(count),
+            None if high_water is None else int(high_water),
+            None if floor is None else int(floor),  # runs created before it was kept
+        )
 
     # -- blobs ----------------------------------------------------------------
     async def put_blob(self, run_id: str, digest: str, data: bytes) -> None:

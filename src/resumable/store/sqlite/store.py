@@ -58,6 +58,7 @@ from resumable.store.common import (
 )
 from resumable.store.group_commit import GroupCommit, PendingAppend
 from resumable.store.heads import read_head, store_head
+from resumable.store.holes import LogExtent
 from resumable.store.sqlite.blobs import SQLiteBlobs
 from resumable.store.sqlite.connection import RUN_COLUMNS
 from resumable.store.sqlite.leases import SQLiteLeases
@@ -289,6 +290,25 @@ class SQLiteStore(SQLiteBlobs, SQLiteLeases, ClosedOnExit):
         high_water = max(row[0], head)
         records = [StoredRecord(seq, epoch, bytes(data)) for seq, epoch, data in rows]
         return ReadResult(records, high_water=high_water)
+
+    async def log_extent(self, run_id: str) -> LogExtent:
+        """The run's log counted in the database (``holes.log_gap`` reads it only on a gap)."""
+        return await self._call(self._log_extent, run_id)
+
+    def _log_extent(self, run_id: str) -> LogExtent:
+        head = read_head(self.heads / run_id) or 0
+        db = self._connection()
+        db.execute("BEGIN")
+        try:
+            row = db.execute("SELECT last_seq FROM runs WHERE run_id=?", (run_id,)).fetchone()
+            if row is None:
+                raise self._not_found(run_id)
+            first, last, count = db.execute(
+                "SELECT min(seq), max(seq), count(*) FROM records WHERE run_id=?", (run_id,)
+            ).fetchone()
+        finally:
+            db.execute("COMMIT")
+        return LogExtent(first, last, int(count), max(row[0], head))
 
     @staticmethod
     def _last_seq(db: sqlite3.Connection, run_id: str) -> int:

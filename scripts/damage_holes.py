@@ -1,0 +1,65 @@
+"""Every record of a run deleted in turn, on every store: the matrix CI only samples.
+
+    PYTHONPATH=src python scripts/damage_holes.py                 # file sqlite postgres redis
+    PYTHONPATH=src python scripts/damage_holes.py postgres redis
+
+For each store, a finished run and a run killed after record 14 (snapshots every 3
+records), then for every record in the middle of the log a fresh copy with that record
+deleted (record 1 too on PostgreSQL and Redis, which keep the highest seq pruned;
+elsewhere a log starting at 2 is taken as pruned behind a snapshot): `runs` must list it damaged naming the seq, `show` warn, `resume` and
+`resume --force` refuse with exit 2 and change nothing (tests/crash/test_damage_holes.py).
+Prints one line per store and run: records tried, and those that were not reported.
+PostgreSQL and Redis are the servers tests/crash/damage.py names.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.crash.damage import SITES
+from tests.crash.test_damage_holes import SNAPSHOTS, _check_reported, _run, _seqs
+
+
+async def sweep(kind: str, crash_after: int | None) -> tuple[int, list[int]]:
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp)
+        probe = SITES[kind]()
+        try:
+            run_id = _run(probe, base / "probe", SNAPSHOTS, crash_after)
+            last = max(await _seqs(base / "probe", run_id))
+        finally:
+            await probe.cleanup()
+        missed = []
+        first = 1 if kind in ("postgres", "redis") else 2  # elsewhere 1 looks pruned
+        for seq in range(first, last):
+            site = SITES[kind]()
+            work = base / f"seq{seq}"
+            try:
+                trial = _run(site, work, SNAPSHOTS, crash_after)
+                await site.delete(work, trial, [seq])
+                await _check_reported(site, work, trial, seq)
+            except AssertionError:
+                missed.append(seq)
+            finally:
+                await site.cleanup()
+        return last - first, missed
+
+
+def main(kinds: list[str]) -> int:
+    failed = False
+    for kind in kinds or list(SITES):
+        for crash_after in (None, 14):
+            tried, missed = asyncio.run(sweep(kind, crash_after))
+            name = "finished" if crash_after is None else f"crashed after {crash_after}"
+            print(f"{kind:9} {name:18} {tried} records deleted, not reported: {missed or 'none'}")
+            failed = failed or bool(missed)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,166 @@
+"""A record lost from below a snapshot, and snapshots lost, on every store (real processes).
+
+A resume folds only what follows the newest snapshot, so a record deleted from under
+it (an SQL DELETE, a Redis sorted-set entry removed, a frame cut out of a segment) was
+once unseen. Now `runs` lists the run ``damaged`` naming the missing seq and the fork
+to take, `show` warns the same, and `resume` (with or without ``--force``) refuses with
+that one line and exit 2, the store unchanged. Snapshots deleted: a log that still
+starts at record 1 is folded again from the start (the same output, each effect once);
+one pruned behind them is refused, never replayed from where it starts.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import secrets
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from tests.crash.damage import FULL_STDOUT, LEDGER, SITES, Site
+from tests.crash.harness import Result, resumable
+
+from resumable.config import load_config
+from resumable.durability.runs.session import store_for
+
+KINDS = [
+    "file",
+    "sqlite",
+    pytest.param("postgres", marks=pytest.mark.postgres),
+    pytest.param("redis", marks=pytest.mark.redis),
+]
+SNAPSHOTS = {"RESUMABLE_DURABILITY_SNAPSHOT_EVERY": "3"}
+TRIALS = 4
+"""Random records deleted per store in the sampled matrix (scripts/damage_holes.py: all)."""
+
+
+@pytest.fixture(params=KINDS)
+async def site(request: pytest.FixtureRequest) -> AsyncIterator[Site]:
+    made: Site = SITES[request.param]()
+    yield made
+    await made.cleanup()
+
+
+def _ledger(work: Path) -> list[str]:
+    path = work / "effects.log"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def _run(site: Site, work: Path, env: dict[str, str], crash_after: int | None) -> str:
+    run_id = f"h{secrets.token_hex(3)}"
+    work.mkdir(exist_ok=True)
+    site.prepare(work)
+    if crash_after is not None:
+        env = {**env, "RESUMABLE_CRASH_AFTER": str(crash_after)}
+    done = resumable(["exec", "s.py", "--run-id", run_id], work, env=env)
+    assert done.code == (0 if crash_after is None else -9), done.stderr
+    time.sleep(site.lease_seconds)
+    return run_id
+
+
+async def _seqs(work: Path, run_id: str) -> list[int]:
+    config = load_config(cwd=work, env={})
+    async with store_for(config.durability, config) as store:
+        return [r.seq for r in (await store.read(run_id)).records]
+
+
+def _refused(result: Result, line: str) -> None:
+    assert result.code == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stdout == ""
+    errors = [e for e in result.stderr.splitlines() if e.startswith("resumable: error:")]
+    assert errors == [f"resumable: error: {line}"], result.stderr
+
+
+async def _check_reported(site: Site, work: Path, run_id: str, seq: int) -> None:
+    """`runs` and `show` name the hole, `resume` and `resume --force` refuse, nothing changes."""
+    ledger, seqs = _ledger(work), await _seqs(work, run_id)
+    listed = resumable(["runs", "--json"], work)
+    assert listed.code == 0, listed.stderr
+    (row,) = [r for r in json.loads(listed.stdout) if r["run_id"] == run_id]
+    assert row["status"] == "damaged"
+    assert f"run {run_id}: record {seq} is missing from the middle of its log" in row["problem"]
+    assert f"resumable fork {run_id} --at {seq - 1}" in row["problem"]
+    shown = resumable(["show", run_id], work)
+    assert shown.code == 0, shown.stderr
+    assert f"resumable: warning: {row['problem']}" in shown.stderr
+    for flags in ([], ["--force"]):
+        _refused(resumable(["resume", run_id, *flags], work, env=SNAPSHOTS), row["problem"])
+    assert _ledger(work) == ledger
+    assert await _seqs(work, run_id) == seqs
+
+
+@pytest.mark.parametrize("crash_after", [None, 14], ids=["finished", "crashed"])
+@pytest.mark.parametrize("seq", [4, 6], ids=["under-a-snapshot", "a-snapshot's-own"])
+async def test_a_record_lost_below_the_snapshot_is_listed_shown_and_refused(
+    site: Site, tmp_path: Path, crash_after: int | None, seq: int
+) -> None:
+    run_id = _run(site, tmp_path, SNAPSHOTS, crash_after)
+    await site.delete(tmp_path, run_id, [seq])  # snapshots at 6 and later fold over it
+    await _check_reported(site, tmp_path, run_id, seq)
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        pytest.param("postgres", marks=pytest.mark.postgres),
+        pytest.param("redis", marks=pytest.mark.redis),
+    ],
+)
+async def test_the_first_record_lost_is_told_from_a_pruned_start(kind: str, tmp_path: Path) -> None:
+    """PostgreSQL and Redis keep the highest seq pruned: a log starting at 2 lost record 1."""
+    site = SITES[kind]()
+    try:
+        run_id = _run(site, tmp_path, SNAPSHOTS, None)
+        await site.delete(tmp_path, run_id, [1])
+        await _check_reported(site, tmp_path, run_id, 1)
+    finally:
+        await site.cleanup()
+
+
+async def test_a_random_record_lost_is_always_reported(site: Site, tmp_path: Path) -> None:
+    """The sampled damage matrix: any record of a finished run deleted is said aloud."""
+    template = tmp_path / "template"
+    run_id = _run(site, template, SNAPSHOTS, None)
+    last = max(await _seqs(template, run_id))
+    picks = random.Random(run_id).sample(range(2, last), TRIALS)
+    for trial, seq in enumerate(picks):
+        other = SITES[site.kind]()
+        try:
+            work = tmp_path / f"t{trial}"
+            trial_id = _run(other, work, SNAPSHOTS, None)
+            await other.delete(work, trial_id, [seq])
+            await _check_reported(other, work, trial_id, seq)
+        finally:
+            await other.cleanup()
+
+
+async def test_deleted_snapshots_are_folded_again_from_the_start(
+    site: Site, tmp_path: Path
+) -> None:
+    run_id = _run(site, tmp_path, SNAPSHOTS, 14)
+    crashed_out = "".join(f"did {n}\n" for n in range(len(_ledger(tmp_path))))
+    await site.delete_snaps(tmp_path, run_id)
+    resumed = resumable(["resume", run_id], tmp_path, env=SNAPSHOTS)
+    assert resumed.code == 0, resumed.stderr
+    assert crashed_out + resumed.stdout == FULL_STDOUT
+    assert _ledger(tmp_path) == LEDGER
+
+
+async def test_deleted_snapshots_a_log_was_pruned_behind_are_refused(
+    site: Site, tmp_path: Path
+) -> None:
+    pruned = {**SNAPSHOTS, "RESUMABLE_DURABILITY_KEEP": "1"}
+    run_id = _run(site, tmp_path, pruned, 14)
+    ledger, seqs = _ledger(tmp_path), await _seqs(tmp_path, run_id)
+    assert seqs[0] > 1, "nothing was pruned"
+    await site.delete_snaps(tmp_path, run_id)
+    refused = resumable(["resume", run_id], tmp_path, env=pruned)
+    assert refused.code == 2, refused.stderr
+    assert f"run {run_id}: records 1-{seqs[0] - 1} are not in its log" in refused.stderr
+    assert "no snapshot stands for them" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert _ledger(tmp_path) == ledger
+    assert await _seqs(tmp_path, run_id) == seqs
