@@ -8,18 +8,15 @@ on each, with snapshots every 500 records and without.
 from __future__ import annotations
 
 import gc
-import secrets
 import statistics
 import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import NEVER, Progress, file_config, folder_bytes, ratio
+from benchmarks.harness import NEVER, Progress, file_config, folder_bytes, ratio, written_script_run
 from benchmarks.report import Report
 from resumable.durability.runs.coordinator import RecoveryCoordinator
 from resumable.durability.runs.session import RunSession, store_for
-from resumable.script import drive_script
-from resumable.store.base import RunMeta
 
 # -- resume time ------------------------------------------------------------------------------
 
@@ -40,15 +37,7 @@ async def resume_run(
     source = RESUME_HEADER + RESUME_BLOCK * max(1, size // 100)
     async with store_for(config.durability, config) as store:
         progress(f"resume: writing a run of {label}")
-        meta = RunMeta(f"resume-{size}-{secrets.token_hex(4)}", program="<bench>", kind="script")
-        first = {"program": "<bench resume>", "kind": "script", "source": source}
-        session = await RunSession.create(store, config, meta, first, env={})
-        try:
-            outcome = await drive_script(session, config, env={})
-        finally:
-            await session.close()
-        if outcome.exit_code != 0:
-            raise SystemExit(f"the resume benchmark's run failed: {outcome.message}")
+        session = await written_script_run(store, config, size, source)
         records = session.manager.written
         loads: list[float] = []
         attaches: list[float] = []
@@ -57,11 +46,11 @@ async def resume_run(
             progress(f"resume: {label}: load {number + 1}/{repeat}")
             gc.collect()
             began = time.perf_counter()
-            loaded = await RecoveryCoordinator(store, session.codec).load(meta.run_id)
+            loaded = await RecoveryCoordinator(store, session.codec).load(session.run_id)
             loads.append(time.perf_counter() - began)
             read = loaded.records_read
             began = time.perf_counter()
-            attached = await RunSession.attach(store, config, meta.run_id, env={})
+            attached = await RunSession.attach(store, config, session.run_id, env={})
             attaches.append(time.perf_counter() - began)
             await attached.close()
         on_disk = folder_bytes(folder / "runs")

@@ -24,6 +24,7 @@ from resumable.durability.replay.journal import FrameRecorder
 from resumable.durability.runs.session import RunSession
 from resumable.exec.executor import StreamingPythonExecutor
 from resumable.exec.output import ProgramOutput
+from resumable.script import drive_script
 from resumable.store.base import CheckpointStore, RunMeta
 from resumable.store.filesystem.segments import scan_frames
 
@@ -229,3 +230,20 @@ async def durable_harness(
         namespace, hook=recorder, observer=recorder, filename=program
     )
     return Harness(executor, session)
+
+
+async def written_script_run(
+    store: CheckpointStore, config: Config, size: int, source: str
+) -> RunSession:
+    """A script run of ``source`` driven to its end on ``store``: what the resume benchmarks
+    load (its session closed, its codec and record count still there)."""
+    meta = RunMeta(f"resume-{size}-{secrets.token_hex(4)}", program="<bench>", kind="script")
+    first = {"program": "<bench resume>", "kind": "script", "source": source}
+    session = await RunSession.create(store, config, meta, first, env={})
+    try:
+        outcome = await drive_script(session, config, env={})
+    finally:
+        await session.close()
+    if outcome.exit_code != 0:
+        raise SystemExit(f"the resume benchmark's run failed: {outcome.message}")
+    return session

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import secrets
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -26,15 +25,14 @@ from typing import Any
 
 import msgpack
 
-from benchmarks.harness import Progress, Stats, ratio, scratch_folder
+from benchmarks.harness import Progress, Stats, ratio, scratch_folder, written_script_run
 from benchmarks.report import Report
 from resumable.config import Config, DurabilitySettings
 from resumable.durability.log.run_state import RunState
 from resumable.durability.log.state_codec import state_from_dict
 from resumable.durability.runs.coordinator import RecoveryCoordinator
 from resumable.durability.runs.session import RunSession, store_for
-from resumable.script import drive_script
-from resumable.store.base import CheckpointStore, RunMeta
+from resumable.store.base import CheckpointStore
 
 TARGET_MS = 50.0
 HEADER = "import asyncio\n\ncounter = 0\n"
@@ -81,24 +79,18 @@ async def resume_row(
     config = store_config(folder / f"{store_name}-{size}", store_name)
     async with store_for(config.durability, config) as store:
         progress(f"{store_name}: writing a run of {size} awaits")
-        meta = RunMeta(f"resume-{size}-{secrets.token_hex(4)}", program="<bench>", kind="script")
         source = HEADER + BLOCK * max(1, size // 100)
-        first = {"program": "<bench resume>", "kind": "script", "source": source}
-        session = await RunSession.create(store, config, meta, first, env={})
-        try:
-            outcome = await drive_script(session, config, env={})
-        finally:
-            await session.close()
-        if outcome.exit_code != 0:
-            raise SystemExit(f"the resume benchmark's run failed: {outcome.message}")
+        session = await written_script_run(store, config, size, source)
         coordinator = RecoveryCoordinator(store, session.codec)
         progress(f"{store_name}: loading the run of {size} awaits")
-        read = (await coordinator.load(meta.run_id)).records_read
-        load = await timed(repeat, lambda: coordinator.load(meta.run_id))
-        snapshot = await timed(repeat, lambda: decode_snapshot(store, session.codec, meta.run_id))
+        read = (await coordinator.load(session.run_id)).records_read
+        load = await timed(repeat, lambda: coordinator.load(session.run_id))
+        snapshot = await timed(
+            repeat, lambda: decode_snapshot(store, session.codec, session.run_id)
+        )
 
         async def attach() -> None:
-            attached = await RunSession.attach(store, config, meta.run_id, env={})
+            attached = await RunSession.attach(store, config, session.run_id, env={})
             await attached.close()
 
         attached = await timed(repeat, attach)

@@ -274,28 +274,17 @@ class SQLiteStore(SQLiteBlobs, SQLiteLeases, ClosedOnExit):
         return await self._call(self._read, run_id, after_seq)
 
     def _read(self, run_id: str, after_seq: int) -> ReadResult:
-        head = read_head(self.heads / run_id) or 0  # first: it is written after the commit
-        db = self._connection()
-        db.execute("BEGIN")
-        try:
-            row = db.execute("SELECT last_seq FROM runs WHERE run_id=?", (run_id,)).fetchone()
-            if row is None:
-                raise self._not_found(run_id)
-            rows = db.execute(
-                "SELECT seq, epoch, data FROM records WHERE run_id=? AND seq>? ORDER BY seq",
-                (run_id, after_seq),
-            ).fetchall()
-        finally:
-            db.execute("COMMIT")
-        high_water = max(row[0], head)
+        rows, high_water = self._of_run(
+            run_id,
+            "SELECT seq, epoch, data FROM records WHERE run_id=? AND seq>? ORDER BY seq",
+            (run_id, after_seq),
+        )
         records = [StoredRecord(seq, epoch, bytes(data)) for seq, epoch, data in rows]
         return ReadResult(records, high_water=high_water)
 
-    async def log_extent(self, run_id: str) -> LogExtent:
-        """The run's log counted in the database (``holes.log_gap`` reads it only on a gap)."""
-        return await self._call(self._log_extent, run_id)
-
-    def _log_extent(self, run_id: str) -> LogExtent:
+    def _of_run(self, run_id: str, query: str, args: tuple[object, ...]) -> tuple[list[Any], int]:
+        """``query``'s rows, read in one transaction with the run's high-water mark (the
+        head is read first: it is written after the commit)."""
         head = read_head(self.heads / run_id) or 0
         db = self._connection()
         db.execute("BEGIN")
@@ -303,12 +292,23 @@ class SQLiteStore(SQLiteBlobs, SQLiteLeases, ClosedOnExit):
             row = db.execute("SELECT last_seq FROM runs WHERE run_id=?", (run_id,)).fetchone()
             if row is None:
                 raise self._not_found(run_id)
-            first, last, count = db.execute(
-                "SELECT min(seq), max(seq), count(*) FROM records WHERE run_id=?", (run_id,)
-            ).fetchone()
+            rows = db.execute(query, args).fetchall()
         finally:
             db.execute("COMMIT")
-        return LogExtent(first, last, int(count), max(row[0], head))
+        return rows, max(row[0], head)
+
+    async def log_extent(self, run_id: str) -> LogExtent:
+        """The run's log counted in the database (``holes.log_gap`` reads it only on a gap)."""
+        return await self._call(self._log_extent, run_id)
+
+    def _log_extent(self, run_id: str) -> LogExtent:
+        rows, high_water = self._of_run(
+            run_id,
+            "SELECT min(seq), max(seq), count(*) FROM records WHERE run_id=?",
+            (run_id,),
+        )
+        first, last, count = rows[0]
+        return LogExtent(first, last, int(count), high_water)
 
     @staticmethod
     def _last_seq(db: sqlite3.Connection, run_id: str) -> int:
