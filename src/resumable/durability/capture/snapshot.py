@@ -1,7 +1,8 @@
 """Namespace capture and restore: one cloudpickle of a frame's namespace, big leaves as blobs.
 
 Design note. :meth:`Snapshotter.capture` pickles all variables in ONE pickle, so aliasing between
-them survives. The namespace dict is a persistent id: functions whose ``__globals__`` is it are
+them survives; a large namespace is that pickle cut at its variables, each large one stored as
+content-addressed pieces, so a value that did not change is not written again (:mod:`.pieces`). The namespace dict is a persistent id: functions whose ``__globals__`` is it are
 rebuilt with the restore target as their globals (``global n`` works after a resume). Closure
 cells are created empty and filled afterwards, so closures sharing a cell still do. ``bytes``/
 ``str`` over ``blob_threshold`` and registered external types become content-addressed blobs
@@ -19,26 +20,23 @@ checkpoints name ``LostVariable`` here (and, older still, the pickling helpers; 
 
 from __future__ import annotations
 
-import hashlib
 import io
 import pickle
 import sys
 import warnings
-from collections.abc import Callable, Container, Mapping
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from resumable.durability.capture.blobs import BlobKeeper
 from resumable.durability.capture.live_frames import LiveFrame
 from resumable.durability.capture.lost import CheckpointWarning, LostVariable
 from resumable.durability.capture.pickling import (
     ATOMS,
-    BYTES_BLOB,
     DEFAULT_EXCLUDE,
-    EXTERNAL_BLOB,
     NAMESPACE_CODEC,
     NS_PID,
     PROTOCOL,
-    STR_BLOB,
     VALUE_CODEC,
     CheckpointPickler,
     CheckpointUnpickler,
@@ -48,6 +46,15 @@ from resumable.durability.capture.pickling import (
     namespace_payload,
     unpicklable_reason,
 )
+from resumable.durability.capture.pieces import (
+    PIECES_CODEC,
+    SPLIT_AT,
+    Layout,
+    assemble,
+    cut,
+    load_stream,
+    tail_payload,
+)
 from resumable.durability.capture.process_state import ProcessState
 from resumable.durability.capture.reducers import (
     ReducerRegistry,
@@ -56,7 +63,6 @@ from resumable.durability.capture.reducers import (
     register_reducer,
 )
 from resumable.durability.capture.resources import reopening_files
-from resumable.errors import IntegrityError, RecordError, RecordVersionError
 
 __all__ = [
     "Capture",
@@ -90,7 +96,7 @@ class Capture:
     lost: dict[str, str]
 
 
-class Snapshotter:
+class Snapshotter(BlobKeeper):
     """Captures and restores namespaces and await results for one run (one thread)."""
 
     def __init__(
@@ -107,18 +113,14 @@ class Snapshotter:
         self.blob_threshold = blob_threshold
         self._process = ProcessState() if process_state else None
         self._process_lost: set[str] = set()
-        self.registry = default_registry if reducers is None else reducers
         self._buffer = io.BytesIO()
-        self._digests: dict[int, tuple[object, str]] = {}  # id -> (the object, kept alive; digest)
-        self._seen: set[int] = set()
-        self._handed_out: set[str] = set()
-        self._pending: dict[str, bytes] = {}
-        self._referenced: set[str] = set()
+        super().__init__(reducers)
         self._lost: dict[str, tuple[object, str, bool]] = {}  # name -> (value, reason, intrinsic)
         self._submodule_cache: dict[str, tuple[int, tuple[str, ...]]] = {}
         # Functions and classes saved as module + name, so they are looked up once (kept alive).
         self.by_reference: dict[int, object] = {}
         self._pickler = CheckpointPickler(self, self._buffer)
+        self._layout = Layout()
 
     # -- namespaces ------------------------------------------------------------------------
     def capture(
@@ -147,7 +149,7 @@ class Snapshotter:
         self._pending, self._seen = {}, set()
         found: dict[str, tuple[object, str, bool]] = {}
         try:
-            data = self._dump(namespace_payload(values, lost, process), ns, pids, NAMESPACE_CODEC)
+            data = self._dump_namespace(values, lost, process, ns, pids)
         except LiveFrame:
             raise
         except Exception:
@@ -178,11 +180,15 @@ class Snapshotter:
 
         Put the hook and ``__builtins__`` in ``into`` first: references to them resolve there.
         """
+        dumps = 1
+        if data[:1] == PIECES_CODEC:
+            dumps, data = assemble(data, lambda digest: self.piece_bytes(digest, load_blob))
         check_codec(data, NAMESPACE_CODEC)
         with reopening_files(self._reopen_files):
-            loaded = CheckpointUnpickler(self, data, load_blob, into).load()
+            unpickler = CheckpointUnpickler(self, data, load_blob, into)
+            loaded = unpickler.load() if dumps == 1 else load_stream(unpickler, dumps)
         values, lost = loaded[0], loaded[1]
-        if len(loaded) > 2 and self._process is not None:
+        if len(loaded) > 2 and loaded[2] and self._process is not None:
             self._process.restore(loaded[2])
         into.update(values)
         for name, reason in lost.items():
@@ -226,6 +232,19 @@ class Snapshotter:
         by_name: bool = False,
         pickler: CheckpointPickler | None = None,
     ) -> bytes:
+        return self._dump_many((obj,), ns, pids, codec, by_name=by_name, pickler=pickler)[0]
+
+    def _dump_many(
+        self,
+        objs: Sequence[Any],
+        ns: Mapping[str, Any],
+        pids: dict[int, tuple[str, ...]],
+        codec: bytes,
+        *,
+        by_name: bool = False,
+        pickler: CheckpointPickler | None = None,
+    ) -> tuple[bytes, list[int]]:
+        """One stream of ``objs`` dumped in turn by one pickler (its memo spans them all)."""
         p = self._pickler if pickler is None else pickler
         buffer = self._buffer
         buffer.seek(0)
@@ -233,14 +252,42 @@ class Snapshotter:
         buffer.write(codec)
         self._referenced = set()
         p.ns, p.pids, p.by_name = ns, pids, by_name
+        ends = []
         try:
-            p.dump(obj)
-            return buffer.getvalue()
+            for obj in objs:
+                p.dump(obj)
+                ends.append(buffer.tell())
+            return buffer.getvalue(), ends
         finally:
             p.clear_memo()  # drop the references the memo holds until the next dump
             p.globals_ref.clear()
             p.ns, p.pids = {}, {}
             p.inline.clear()
+
+    def _dump_namespace(
+        self,
+        values: dict[str, Any],
+        lost: dict[str, str],
+        process: dict[str, Any],
+        ns: Mapping[str, Any],
+        pids: dict[int, tuple[str, ...]],
+    ) -> bytes:
+        """One pickle, or, for a large namespace, pieces (:mod:`.pieces`)."""
+        layout = self._layout
+        if not layout.split:
+            data = self._dump(namespace_payload(values, lost, process), ns, pids, NAMESPACE_CODEC)
+            if len(data) < SPLIT_AT:
+                return data
+        while True:
+            names = layout.order(values)
+            objs = [*(values[name] for name in names), tail_payload(names, values, lost, process)]
+            stream, ends = self._dump_many(objs, ns, pids, NAMESPACE_CODEC)
+            sizes = [end - start for start, end in zip([0, *ends], ends[:-1], strict=False)]
+            learned_first = not layout.large
+            layout.learn(names, sizes, len(stream))
+            if not learned_first or names[: len(layout.large)] == list(layout.large):
+                return cut(stream, ends, sizes, self._piece)
+            # The first cut: once more with the large variables first, where they stay.
 
     def _diagnose(
         self,
@@ -300,78 +347,6 @@ class Snapshotter:
                     CheckpointWarning,
                     stacklevel=3,
                 )
-
-    def blob_pid(self, obj: Any, cls: type) -> tuple[str, str]:
-        key = id(obj)
-        entry = self._digests.get(key)
-        if entry is None:
-            encoded = self._encode(obj, cls)
-            digest = hashlib.sha256(encoded).hexdigest()
-            self._digests[key] = (obj, digest)
-            if digest not in self._handed_out:
-                self._pending[digest] = encoded
-        else:
-            digest = entry[1]
-            if digest not in self._handed_out and digest not in self._pending:
-                self._pending[digest] = self._encode(obj, cls)
-        self._seen.add(key)
-        self._referenced.add(digest)
-        return ("b", digest)
-
-    def _encode(self, obj: Any, cls: type) -> bytes:
-        if cls is bytes:
-            return BYTES_BLOB + obj  # type: ignore[no-any-return]
-        if cls is str:
-            return STR_BLOB + obj.encode("utf-8", "surrogatepass")  # type: ignore[no-any-return]
-        key, dumps = self.registry.externals[cls]
-        payload = dumps(obj)
-        if not isinstance(payload, bytes):
-            raise TypeError(f"the external codec of {cls.__qualname__} returned {type(payload)}")
-        return b"".join((EXTERNAL_BLOB, len(key).to_bytes(2, "big"), key, payload))
-
-    def read_blob(self, digest: str, load_blob: Callable[[str], bytes]) -> Any:
-        try:
-            data = load_blob(digest)
-        except LookupError as exc:
-            raise RecordError(
-                f"blob {digest} that a checkpoint refers to is missing", digest=digest
-            ) from exc
-        if hashlib.sha256(data).hexdigest() != digest:
-            raise IntegrityError(f"blob {digest} does not match its digest", digest=digest)
-        tag = data[:1]
-        if tag == BYTES_BLOB:
-            value: Any = data[1:]
-        elif tag == STR_BLOB:
-            value = str(memoryview(data)[1:], "utf-8", "surrogatepass")
-        elif tag == EXTERNAL_BLOB:
-            size = int.from_bytes(data[1:3], "big")
-            key = data[3 : 3 + size].decode()
-            loads = self.registry.loaders.get(key)
-            if loads is None:
-                raise RecordVersionError(
-                    f"blob {digest} holds a {key}; register its codec with register_external "
-                    "before resuming",
-                    digest=digest,
-                    codec=key,
-                )
-            value = loads(data[3 + size :])
-        else:
-            raise RecordVersionError(
-                f"blob {digest} has codec tag {tag!r}, which this version of resumable does not know",
-                digest=digest,
-                codec=tag.decode("latin-1"),
-            )
-        self._digests[id(value)] = (value, digest)  # already stored: the next capture is free
-        self._handed_out.add(digest)
-        return value
-
-    def _settle_blobs(self) -> tuple[frozenset[str], dict[str, bytes]]:
-        blobs = frozenset(self._referenced)
-        pending = self._pending
-        new_blobs = {d: pending[d] for d in blobs if d in pending}
-        self._handed_out.update(new_blobs)
-        self._pending = {}
-        return blobs, new_blobs
 
     def submodules(self, name: str) -> tuple[str, ...]:
         """Submodules loaded under ``name`` and bound on their parent (``import a.b`` binds ``a``)."""
