@@ -90,6 +90,9 @@ BENCHMARKS: dict[str, Benchmark] = {
     "instructions": Benchmark(
         "instructions", "CPU instructions per journaled await (valgrind), against a --base tree"
     ),
+    "growth": Benchmark(
+        "growth", "bytes a long run stores, and what a statement beside a large value writes"
+    ),
     "peers": Benchmark(
         "peers", "the same killed-and-resumed job on resumable exec, LangGraph and DBOS"
     ),
