@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import random
 import sys
 import warnings
 from collections.abc import Callable
@@ -12,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from resumable.durability.capture import set_order
+from resumable.durability.capture import set_order, set_table
 from resumable.durability.capture.snapshot import Snapshotter
 
 Op = tuple[Any, ...]
@@ -114,6 +115,34 @@ def test_a_restored_frozenset_iterates_as_the_original(
         assert list(derive(restored)) == list(derive(original))
 
 
+def grown_like_a_program(seed: int) -> set[int]:
+    """Runs of consecutive ints and scattered ones, added by ``update`` as a program would."""
+    rng = random.Random(seed)
+    made: set[int] = set()
+    for _ in range(rng.randint(1, 6)):
+        start = len(made) * 7 + 10_000
+        made.update(range(start, start + rng.randint(1, 300)))
+        made.update(rng.sample(range(-300, 3000), rng.randint(0, 40)))
+    return made
+
+
+@pytest.mark.parametrize(
+    ("seed", "length", "slots"),
+    [
+        (14, 285, 512),  # over a quarter of its table: made at once from a dict of 128 items
+        (139, 314, 2048),  # under a quarter: grown into it, as the original was
+    ],
+)
+def test_a_frozenset_grown_from_a_generator_comes_back_in_its_order(
+    seed: int, length: int, slots: int
+) -> None:
+    original = frozenset(item for item in grown_like_a_program(seed) if item != 0)
+    assert (len(original), set_table.read(original).mask + 1) == (length, slots)  # type: ignore[union-attr]
+    restored = resume({"f": original})["f"]  # warnings are errors: an inexact restore fails
+    assert list(restored) == list(original)
+    assert sys.getsizeof(restored) == sys.getsizeof(original)
+
+
 class Box:
     def __init__(self, content: Any) -> None:
         self.content = content
@@ -211,8 +240,6 @@ def test_where_sets_cannot_be_read_they_are_pickled_as_before_and_it_is_said_onc
 def test_a_cpython_whose_set_rules_were_not_read_is_unsupported_by_name(
     monkeypatch: pytest.MonkeyPatch, version: tuple[int, int, int]
 ) -> None:
-    from resumable.durability.capture import set_table
-
     assert set_table.UNSUPPORTED is None  # the interpreter the suite runs on
     monkeypatch.setattr(sys, "version_info", version)
     reason = set_table._unsupported()
