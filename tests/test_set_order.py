@@ -97,6 +97,8 @@ FROZEN: dict[str, Callable[[set[Any]], frozenset[Any]]] = {
     "from a generator": lambda made: frozenset(item for item in made if item != 0),
     "a union": lambda made: frozenset(list(made)[::2]) | frozenset(list(made)[1::2]),
     "a filtered set": lambda made: frozenset({item for item in made if item != 1}),
+    "a difference": lambda made: frozenset(made) - set(list(made)[:3]),  # dummies, when copied
+    "an intersection": lambda made: frozenset(made) & set(list(made)[::2]),
 }
 
 
@@ -141,6 +143,39 @@ def test_a_frozenset_grown_from_a_generator_comes_back_in_its_order(
     restored = resume({"f": original})["f"]  # warnings are errors: an inexact restore fails
     assert list(restored) == list(original)
     assert sys.getsizeof(restored) == sys.getsizeof(original)
+
+
+def clustered_ints(count: int) -> set[int]:
+    """``count`` ints: a run of consecutive ones (which collide in long chains) and scattered ones."""
+    rng = random.Random(count)
+    start = rng.randint(0, 5000)
+    made = set(range(start, start + rng.randint(0, count)))
+    while len(made) < count:
+        made.add(rng.randint(-300, 3000))
+    return made
+
+
+MADE: dict[str, Callable[[set[int]], frozenset[int]]] = {
+    "grown from a generator": lambda made: frozenset(item for item in made),
+    "grown from a list in reverse": lambda made: frozenset(reversed(list(made))),
+    "a union of halves": lambda made: frozenset(list(made)[::2]) | frozenset(list(made)[1::2]),
+    "a union overlapping": lambda made: frozenset(made) | frozenset(list(made)[::3]),
+    "an intersection": lambda made: frozenset(made) & frozenset([*list(made)[::2], -1, -2]),
+    "a difference with dummies": lambda made: frozenset(made) - {min(made)},
+    "a difference by a larger set": lambda made: frozenset(made) - frozenset(range(-300, 400)),
+}
+
+
+def test_frozensets_of_every_size_and_making_are_rebuilt_in_their_order() -> None:
+    for count in range(1, 601):  # every size for growth, every fourth for the other makings
+        made = clustered_ints(count)
+        for how, make in MADE.items() if count % 4 == 0 else list(MADE.items())[:2]:
+            original = make(made)
+            table = set_table.read(original)
+            assert table is not None
+            rebuilt, inexact = set_order.restore_set(True, tuple(original), table)
+            assert inexact is None, (count, how, inexact)
+            assert list(rebuilt) == list(original), (count, how)
 
 
 class Box:
