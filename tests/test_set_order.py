@@ -102,7 +102,7 @@ FROZEN: dict[str, Callable[[set[Any]], frozenset[Any]]] = {
 }
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=600, deadline=None, derandomize=True)  # the same wide sample in every run
 @given(ops=OPERATIONS, how=st.sampled_from(sorted(FROZEN)), other=st.lists(ELEMENTS))
 def test_a_restored_frozenset_iterates_as_the_original(
     ops: list[Op], how: str, other: list[Any]
