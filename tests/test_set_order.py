@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import random
 import sys
 import warnings
 from collections.abc import Callable
@@ -12,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from resumable.durability.capture import set_order
+from resumable.durability.capture import set_order, set_table
 from resumable.durability.capture.snapshot import Snapshotter
 
 Op = tuple[Any, ...]
@@ -96,10 +97,12 @@ FROZEN: dict[str, Callable[[set[Any]], frozenset[Any]]] = {
     "from a generator": lambda made: frozenset(item for item in made if item != 0),
     "a union": lambda made: frozenset(list(made)[::2]) | frozenset(list(made)[1::2]),
     "a filtered set": lambda made: frozenset({item for item in made if item != 1}),
+    "a difference": lambda made: frozenset(made) - set(list(made)[:3]),  # dummies, when copied
+    "an intersection": lambda made: frozenset(made) & set(list(made)[::2]),
 }
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=600, deadline=None, derandomize=True)  # the same wide sample in every run
 @given(ops=OPERATIONS, how=st.sampled_from(sorted(FROZEN)), other=st.lists(ELEMENTS))
 def test_a_restored_frozenset_iterates_as_the_original(
     ops: list[Op], how: str, other: list[Any]
@@ -112,6 +115,67 @@ def test_a_restored_frozenset_iterates_as_the_original(
     others = set(other)
     for derive in (set, lambda f: f | others, lambda f: f & others, lambda f: f ^ others):
         assert list(derive(restored)) == list(derive(original))
+
+
+def grown_like_a_program(seed: int) -> set[int]:
+    """Runs of consecutive ints and scattered ones, added by ``update`` as a program would."""
+    rng = random.Random(seed)
+    made: set[int] = set()
+    for _ in range(rng.randint(1, 6)):
+        start = len(made) * 7 + 10_000
+        made.update(range(start, start + rng.randint(1, 300)))
+        made.update(rng.sample(range(-300, 3000), rng.randint(0, 40)))
+    return made
+
+
+@pytest.mark.parametrize(
+    ("seed", "length", "slots"),
+    [
+        (14, 285, 512),  # over a quarter of its table: made at once from a dict of 128 items
+        (139, 314, 2048),  # under a quarter: grown into it, as the original was
+    ],
+)
+def test_a_frozenset_grown_from_a_generator_comes_back_in_its_order(
+    seed: int, length: int, slots: int
+) -> None:
+    original = frozenset(item for item in grown_like_a_program(seed) if item != 0)
+    assert (len(original), set_table.read(original).mask + 1) == (length, slots)  # type: ignore[union-attr]
+    restored = resume({"f": original})["f"]  # warnings are errors: an inexact restore fails
+    assert list(restored) == list(original)
+    assert sys.getsizeof(restored) == sys.getsizeof(original)
+
+
+def clustered_ints(count: int) -> set[int]:
+    """``count`` ints: a run of consecutive ones (which collide in long chains) and scattered ones."""
+    rng = random.Random(count)
+    start = rng.randint(0, 5000)
+    made = set(range(start, start + rng.randint(0, count)))
+    while len(made) < count:
+        made.add(rng.randint(-300, 3000))
+    return made
+
+
+MADE: dict[str, Callable[[set[int]], frozenset[int]]] = {
+    "grown from a generator": lambda made: frozenset(item for item in made),
+    "grown from a list in reverse": lambda made: frozenset(reversed(list(made))),
+    "a union of halves": lambda made: frozenset(list(made)[::2]) | frozenset(list(made)[1::2]),
+    "a union overlapping": lambda made: frozenset(made) | frozenset(list(made)[::3]),
+    "an intersection": lambda made: frozenset(made) & frozenset([*list(made)[::2], -1, -2]),
+    "a difference with dummies": lambda made: frozenset(made) - {min(made)},
+    "a difference by a larger set": lambda made: frozenset(made) - frozenset(range(-300, 400)),
+}
+
+
+def test_frozensets_of_every_size_and_making_are_rebuilt_in_their_order() -> None:
+    for count in range(1, 601):  # every size for growth, every fourth for the other makings
+        made = clustered_ints(count)
+        for how, make in MADE.items() if count % 4 == 0 else list(MADE.items())[:2]:
+            original = make(made)
+            table = set_table.read(original)
+            assert table is not None
+            rebuilt, inexact = set_order.restore_set(True, tuple(original), table)
+            assert inexact is None, (count, how, inexact)
+            assert list(rebuilt) == list(original), (count, how)
 
 
 class Box:
@@ -211,8 +275,6 @@ def test_where_sets_cannot_be_read_they_are_pickled_as_before_and_it_is_said_onc
 def test_a_cpython_whose_set_rules_were_not_read_is_unsupported_by_name(
     monkeypatch: pytest.MonkeyPatch, version: tuple[int, int, int]
 ) -> None:
-    from resumable.durability.capture import set_table
-
     assert set_table.UNSUPPORTED is None  # the interpreter the suite runs on
     monkeypatch.setattr(sys, "version_info", version)
     reason = set_table._unsupported()

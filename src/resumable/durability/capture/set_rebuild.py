@@ -16,8 +16,16 @@ memory. For a set:
    there (CPython reuses the last dummy it passed before an empty slot), and every slot probed
    before it is taken, so it does not stop earlier; then the dummies' placeholders are removed.
 
-A frozenset cannot lose placeholders: it is made from its items alone, by ``union`` with dicts
-(see :func:`_rebuild_frozenset`). Placeholders are ints whose hash (the int) no item has: an entry
+A frozenset is made by ``union`` with dicts and lists, which insert in their order; inserted into
+a clean table in dependency order (each item after the items in the slots it probes before its
+own), every item lands in its slot. The table must have its final size before that, with no
+resize in between (a resize re-inserts in the order of the old table's slots): a dict of a
+quarter of the size does it at once, when there are that many items (:func:`_rebuild_frozenset`).
+A frozenset of fewer items was grown into its table; placeholders, which it can lose only within
+``symmetric_difference``, make it again (:mod:`resumable.durability.capture.frozen_regrow`), or a
+smaller table of items chosen so that the resize keeps them in order. A frozenset with dummies,
+left by ``difference``, is a copy of a larger one that lost entries: placeholders stand for
+them (:func:`_rebuild_copied_frozenset`). Placeholders are ints whose hash (the int) no item has: an entry
 is compared only when the hashes are equal, so no item's ``__eq__`` ever sees one. The plan holds
 if every item hashes as it did when its table was read (an item hashed by identity does not,
 in another process): :func:`rebuild` raises :class:`Unrepeatable` when a table cannot be planned,
@@ -27,10 +35,11 @@ ctypes, which would have to keep reference counts and CPython's invariants by ha
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from resumable.durability.capture import set_table
+from resumable.durability.capture.frozen_regrow import regrow
 from resumable.durability.capture.set_table import MIN_SIZE, Table
 
 __all__ = ["Unrepeatable", "rebuild"]
@@ -54,8 +63,10 @@ def rebuild(frozen: bool, items: tuple[Any, ...], table: Table) -> Any:
     ]
     if not frozen:
         return _rebuild_set(items, hashes, table)
-    if table.dummies or table.finger:
-        raise Unrepeatable("a frozenset with deleted entries is not one CPython makes")
+    if table.finger:
+        raise Unrepeatable("a frozenset whose pop finger moved is not one CPython makes")
+    if table.dummies:
+        return _rebuild_copied_frozenset(items, hashes, table, before)
     return _rebuild_frozenset(items, hashes, size, targets, before)
 
 
@@ -191,6 +202,29 @@ def _in_turn(targets: list[int], before: list[list[int]]) -> tuple[list[int], li
     return order, needs
 
 
+def _rebuild_copied_frozenset(
+    items: tuple[Any, ...], hashes: list[int], table: Table, before: list[list[int]]
+) -> frozenset[Any]:
+    """A frozenset with dummies, as ``difference`` leaves them: a copy made at once (of the items
+    and, in the dummies' slots, placeholders) that then lost entries.
+
+    ``ops.symmetric_difference(keys)`` makes a frozenset of the dict ``keys`` (resized at once
+    for all of them, inserted in order: placeholders first, then the items in dependency order)
+    and discards each of ``ops``, the placeholders, which leaves their slots dummies.
+    """
+    size, dummies = table.mask + 1, set_table.slots(table.dummies)
+    if set_table.merged_size(len(items) + len(dummies)) != size:
+        raise Unrepeatable("a frozenset with deleted entries not copied from a larger one")
+    make = _Placeholders(hashes).make
+    placeholders = [make(slot, size) for slot in dummies]
+    marked = set(dummies)  # placeholders are there before any item: no item waits for them
+    order, _ = _in_turn(
+        set_table.slots(table.actives), [[s for s in slots if s not in marked] for slots in before]
+    )
+    keys = dict.fromkeys([*placeholders, *(items[i] for i in order)])
+    return frozenset(placeholders).symmetric_difference(keys)
+
+
 def _rebuild_frozenset(
     items: tuple[Any, ...],
     hashes: list[int],
@@ -198,54 +232,107 @@ def _rebuild_frozenset(
     targets: list[int],
     before: list[list[int]],
 ) -> frozenset[Any]:
-    """A frozenset of ``size`` slots with each item in its slot, made without placeholders.
+    """A frozenset without dummies of ``size`` slots with each item in its slot.
 
-    ``union`` with a dict resizes the new frozenset once for all the dict's keys (counting those
-    it holds already), then inserts them in the dict's order. When that cannot give ``size``
-    slots at once, a smaller table is made first and resized to ``size`` by a second dict (which
-    repeats its items) or by one item too many: it re-inserts the items in their order in the
-    smaller table, so these are chosen so that each comes there after those it probes first.
+    ``union`` resizes an empty frozenset at once for all the keys of a dict (a quarter of
+    ``size`` of them gives ``size`` slots), then inserts the dict's keys and the other
+    arguments' items in order: in dependency order, each lands in its slot, with no resize in
+    between when the frozenset holds at least that many items. One holding fewer was grown to
+    ``size``: :func:`~resumable.durability.capture.frozen_regrow.regrow` makes it so, or else a
+    smaller table is resized to ``size`` (:func:`_through_smaller`).
     """
     order, needs = _in_turn(targets, before)
-    n = len(items)
-    if size == set_table.merged_size(n):
-        return frozenset().union(dict.fromkeys(items[i] for i in order))
-    for first in range(max(1, size // 4 - n), size // 2 - n):
-        smaller = set_table.merged_size(first)
-        if (first + n) * 5 >= 3 * (smaller - 1):  # the second dict resizes it to ``size``
-            chosen = _first_in(order, needs, hashes, smaller, first)
-            if chosen is not None:
-                again = dict.fromkeys(items[i] for i in chosen + order)  # all: the chosen are in
-                return frozenset().union(dict.fromkeys(items[i] for i in chosen), again)
-            break
-    smaller = size // 4
-    count = set_table.threshold(smaller)
-    if smaller >= MIN_SIZE and set_table.grown_size(count) == size:  # one item too many
-        chosen = _first_in(order, needs, hashes, smaller, count)
-        if chosen is not None:
-            first = 0 if smaller == MIN_SIZE else max(5, smaller // 4)
-            placed = set(chosen)
-            rest = [items[i] for i in chosen[first:] + [i for i in order if i not in placed]]
-            return frozenset().union(dict.fromkeys(items[i] for i in chosen[:first]), rest)
-    raise Unrepeatable("no way to make the saved frozenset again was found")
+    in_turn = [items[i] for i in order]
+    quarter = max(5, size // 4)  # set_table.merged_size(quarter) == size
+    if size == MIN_SIZE:  # at most 4 items: no resize
+        return frozenset().union(in_turn)
+    if quarter <= len(items):
+        return frozenset().union(dict.fromkeys(in_turn[:quarter]), in_turn[quarter:])
+    regrown = regrow(items, hashes, targets, needs, size)
+    if regrown is not None:
+        return regrown
+    plan = next(_through_smaller(order, needs, hashes, targets, size), None)
+    if plan is None:
+        raise Unrepeatable("no way to make the saved frozenset again was found")
+    *dicts, last = plan
+    return frozenset().union(
+        *(dict.fromkeys(items[i] for i in keys) for keys in dicts), [items[i] for i in last]
+    )
 
 
-def _first_in(
-    order: list[int], needs: list[set[int]], hashes: list[int], size: int, count: int
-) -> list[int] | None:
-    """``count`` items to insert first, in this order, into a table of ``size`` slots: each
-    lands after the items it needs there, so a resize re-inserts it after them."""
-    table = bytearray(size)
-    placed: dict[int, int] = {}
-    chosen: list[int] = []
-    for i in order:
-        if not needs[i] <= placed.keys():
-            continue  # needs an item left out
-        slot = next(s for s in set_table.probes(hashes[i], size - 1) if not table[s])
-        if any(placed[j] > slot for j in needs[i]):
-            continue
-        table[slot], placed[i] = 1, slot
-        chosen.append(i)
-        if len(chosen) == count:
-            return chosen
-    return None
+def _through_smaller(
+    order: list[int], needs: list[set[int]], hashes: list[int], targets: list[int], size: int
+) -> Iterator[tuple[list[int], ...]]:
+    """Ways to make a frozenset of fewer than ``size // 4`` items with ``size`` slots: ``union``
+    arguments (all dicts but the last, a list; items by index), the first making a smaller table.
+
+    When that table is resized to ``size``, its items are re-inserted in the order of its slots,
+    so it must hold only items that come there after those they need (the items in the slots
+    they probe first); the others come after the resize in dependency order. Either a second
+    dict resizes it (``union`` resizes for the items there and all the dict's keys) or the
+    insertion that fills it to its threshold does (as when the original grew).
+    """
+    n = len(order)
+    for smaller in (MIN_SIZE << k for k in range((size // MIN_SIZE).bit_length() - 1)):
+        fits = [u for u in range(1, n + 1) if _second_dict(u, n, smaller, size)]
+        for placed in _placements(order, needs, hashes, targets, smaller, fits[-1] if fits else 0):
+            if len(placed) >= fits[0]:
+                placed = placed[: max(u for u in fits if u <= len(placed))]
+                chosen = set(placed)
+                in_turn = placed + [i for i in order if i not in chosen]
+                m = _second_dict(len(placed), n, smaller, size)
+                yield placed, in_turn[:m], in_turn[m:]
+    smaller, count = size // 4, set_table.threshold(size // 4)
+    if smaller >= MIN_SIZE and set_table.grown_size(count) == size and count <= n:
+        first = 0 if smaller == MIN_SIZE else max(5, smaller // 4)
+        for placed in _placements(order, needs, hashes, targets, smaller, count):
+            if len(placed) == count:
+                chosen = set(placed)
+                yield placed[:first], placed[first:] + [i for i in order if i not in chosen]
+
+
+def _second_dict(used: int, n: int, smaller: int, size: int) -> int:
+    """How many keys a second dict needs to resize ``smaller`` slots holding ``used`` of the
+    ``n`` items to ``size`` (the first dict, of ``used`` keys, having made it), or 0: none."""
+    if set_table.merged_size(used) != smaller:
+        return 0
+    keys = min(n, size // 2 - 1 - used)
+    if keys < 1 or used + keys < size // 4 or (used + keys) * 5 < 3 * (smaller - 1):
+        return 0
+    return keys
+
+
+def _placements(
+    order: list[int],
+    needs: list[set[int]],
+    hashes: list[int],
+    targets: list[int],
+    size: int,
+    most: int,
+) -> Iterator[list[int]]:
+    """Items to insert, in this order, into a clean table of ``size`` slots (at most ``most``):
+    each lands in a slot after those of the items it needs, which are all there. One list for
+    each order tried (dependency order, then by target slot, then by target slot modulo
+    ``size``): a list holds the items it can, repeating passes while one adds some."""
+    if not most:
+        return
+    for tried in (
+        order,
+        sorted(order, key=targets.__getitem__),
+        sorted(order, key=lambda i: (targets[i] & (size - 1), targets[i])),
+    ):
+        table = bytearray(size)
+        placed: dict[int, int] = {}  # item -> its slot here
+        while len(placed) < most:
+            count = len(placed)
+            for i in tried:
+                if i in placed or not needs[i] <= placed.keys():
+                    continue
+                slot = next(s for s in set_table.probes(hashes[i], size - 1) if not table[s])
+                if all(placed[j] < slot for j in needs[i]):
+                    table[slot], placed[i] = 1, slot
+                    if len(placed) == most:
+                        break
+            if len(placed) == count:
+                break
+        yield list(placed)
