@@ -1,0 +1,181 @@
+"""Sweeping a run's superseded blobs: deleting every blob nothing kept refers to any more.
+
+A blob is written once per run and referred to by digest: by the records that need it
+(the ``b`` list of a boundary or await record, and the pickles in them) and by the
+snapshots that fold those records (frames' ``ns_blobs``, journal entries' ``blobs``).
+Pruning drops old snapshots and the records they cover, so a blob only they referred
+to - a namespace's big value since replaced, a superseded piece of a namespace - stays
+behind, read by no resume, ``show`` or ``fork``. ``gc`` sweeps them.
+
+What counts as a reference is decided generously: every 64-hex-digit digest found
+anywhere in a kept record's body, a kept snapshot's state or the run's metadata - in a
+string, or inside the bytes of a pickle, where a persistent id names its blob. A blob
+kept for a digest that only looks like one costs its bytes; a blob deleted that a
+record needs would cost the run. So nothing of a run is deleted unless all of its log
+reads whole and verifies (every record from its first to the high-water mark, MACs
+and decryption included) and every stored snapshot opens and decodes; else the run
+is left as it is and the reason said.
+
+Concurrency: only an owner writes blobs, or records that refer to them (a blob is put
+before the record naming it, and putting a blob that is there already is a no-op).
+So the sweep owns the run for its whole length - ``acquire``, like a resume or an
+answer, then the same lease renewed and fencing each delete - and a run a live
+process owns is skipped. An owner that starts during the sweep waits or is refused;
+the one that starts after it reads a log that refers only to blobs still there.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import msgpack
+
+from resumable.durability.log.records import RecordCodec
+from resumable.durability.log.state_codec import state_from_dict
+from resumable.durability.runs import owners
+from resumable.errors import (
+    DecryptionError,
+    FencedError,
+    RecordError,
+    RunBusyError,
+    RunNotFoundError,
+)
+from resumable.store.base import CheckpointStore, Lease
+from resumable.store.holes import log_gap
+
+__all__ = ["BlobSweep", "referenced_blobs", "sweep_blobs"]
+
+LEASE_TTL = 60.0
+DELETE_BATCH = 500
+
+_DIGEST = re.compile(r"(?<![0-9a-f])[0-9a-f]{64}")
+_DIGEST_BYTES = re.compile(rb"(?<![0-9a-f])[0-9a-f]{64}")
+# No check on the right: a digest is preceded by its length in a pickle or msgpack (never a
+# hex digit), but what follows it may be any byte.
+
+
+@dataclass(frozen=True, slots=True)
+class BlobSweep:
+    """What the sweep of one run deleted (or would delete), and why it deleted nothing."""
+
+    run_id: str
+    deleted: int = 0
+    reclaimed_bytes: int = 0
+    kept: int = 0
+    skipped: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Unreadable(Exception):
+    """Part of the run cannot be read or verified: nothing of it may be deleted."""
+
+
+async def sweep_blobs(
+    store: CheckpointStore, codec: RecordCodec, run_id: str, *, dry_run: bool = False
+) -> BlobSweep:
+    """Delete the blobs of ``run_id`` that no kept record or snapshot refers to.
+
+    ``dry_run`` only counts them (the run is not owned meanwhile: nothing is written).
+    """
+    try:
+        if not await store.list_blobs(run_id):
+            return BlobSweep(run_id)  # only an owner adds blobs: none to sweep, none to own
+        if dry_run:
+            return await _sweep(store, codec, run_id, None)
+        try:
+            lease = await owners.acquire(store, run_id, LEASE_TTL)
+        except RunBusyError:
+            return BlobSweep(run_id, skipped="a live process owns it; its blobs were not swept")
+        try:
+            return await _sweep(store, codec, run_id, lease)
+        except FencedError:
+            return BlobSweep(run_id, skipped="another owner took it over during the sweep")
+        finally:
+            await store.release(lease)
+    except RunNotFoundError:
+        return BlobSweep(run_id, skipped="deleted during the sweep")
+
+
+async def _sweep(
+    store: CheckpointStore, codec: RecordCodec, run_id: str, lease: Lease | None
+) -> BlobSweep:
+    stored = await store.list_blobs(run_id)
+    try:
+        referenced = await referenced_blobs(store, codec, run_id)
+    except Unreadable as why:
+        return BlobSweep(run_id, kept=len(stored), skipped=f"{why}; no blob of it was deleted")
+    doomed = sorted(set(stored) - referenced)
+    size = sum(stored[digest] for digest in doomed)
+    kept = len(stored) - len(doomed)
+    if lease is None or not doomed:
+        return BlobSweep(run_id, len(doomed), size, kept)
+    deleted = 0
+    for start in range(0, len(doomed), DELETE_BATCH):
+        lease = await store.renew(lease, LEASE_TTL)  # FencedError if it was lost meanwhile
+        deleted += await store.delete_blobs(run_id, doomed[start : start + DELETE_BATCH], lease)
+    return BlobSweep(run_id, deleted, size, kept)
+
+
+async def referenced_blobs(store: CheckpointStore, codec: RecordCodec, run_id: str) -> set[str]:
+    """Every digest the run's kept records, snapshots and metadata mention.
+
+    Raises :class:`Unreadable` if a record is missing, torn, forged or undecodable, or a
+    snapshot does not open: what it refers to cannot be known.
+    """
+    found: set[str] = set()
+    _scan(json.dumps((await store.get_meta(run_id)).to_json()), found)
+    result = await store.read(run_id, 0)
+    if result.problem is not None:
+        raise Unreadable(f"its log cannot be read whole ({result.problem})")
+    gap = await log_gap(store, run_id)
+    if gap is not None:
+        first, last = gap[0]
+        span = f"record {first} is" if first == last else f"records {first}-{last} are"
+        raise Unreadable(f"{span} missing from its log")
+    for stored in result.records:
+        try:
+            record = codec.open(stored.data, run_id=run_id, seq=stored.seq)
+        except (RecordError, DecryptionError) as exc:
+            raise Unreadable(f"record {stored.seq} cannot be verified ({exc.message})") from None
+        _scan(record.body, found)
+    at: int | None = None
+    while (snapshot := await store.get_snapshot(run_id, at)) is not None:
+        seq, sealed = snapshot
+        try:
+            record = codec.open(sealed, run_id=run_id, seq=seq)
+            state = record.body["state"]
+            state_from_dict(msgpack.unpackb(state, raw=False, strict_map_key=False))
+        except (RecordError, DecryptionError) as exc:
+            raise Unreadable(f"snapshot {seq} cannot be verified ({exc.message})") from None
+        except Exception as exc:  # authentic, yet not a state this version reads
+            raise Unreadable(f"snapshot {seq} cannot be decoded ({exc!r})") from None
+        _scan(record.body, found)
+        at = seq - 1
+    return found
+
+
+def _scan(value: Any, found: set[str]) -> None:
+    """Add every digest in ``value`` (nested lists, tuples, dicts; strings and bytes)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            found.update(_DIGEST.findall(item))
+        elif isinstance(item, bytes | bytearray | memoryview):
+            found.update(match.decode() for match in _DIGEST_BYTES.findall(bytes(item)))
+        elif isinstance(item, dict):
+            stack.extend(_items(item))
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+
+
+def _items(mapping: dict[Any, Any]) -> Iterable[Any]:
+    for key, value in mapping.items():
+        yield key
+        yield value
