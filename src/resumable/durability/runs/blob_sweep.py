@@ -18,10 +18,13 @@ is left as it is and the reason said.
 
 Concurrency: only an owner writes blobs, or records that refer to them (a blob is put
 before the record naming it, and putting a blob that is there already is a no-op).
-So the sweep owns the run for its whole length - ``acquire``, like a resume or an
-answer, then the same lease renewed and fencing each delete - and a run a live
-process owns is skipped. An owner that starts during the sweep waits or is refused;
-the one that starts after it reads a log that refers only to blobs still there.
+So the sweep owns the run while it decides and deletes - ``acquire``, like a resume or
+an answer, then the same lease renewed and fencing each delete - and a run a live
+process owns is skipped. An owner that starts during the sweep is refused; the one
+that starts after it reads a log that refers only to blobs still there. A first look
+without the lease finds whether there is anything to delete at all: a run with
+nothing to sweep, or whose log does not verify, is not acquired (not written to: the
+folder store's acquire would set aside a torn tail).
 """
 
 from __future__ import annotations
@@ -81,13 +84,15 @@ async def sweep_blobs(
 ) -> BlobSweep:
     """Delete the blobs of ``run_id`` that no kept record or snapshot refers to.
 
-    ``dry_run`` only counts them (the run is not owned meanwhile: nothing is written).
+    They are looked for first without owning the run; only if there are some is the run
+    acquired, and they are looked for again under the lease before anything is deleted
+    (a run with nothing to sweep, or that does not verify, is never written to).
+    ``dry_run`` only counts them.
     """
     try:
-        if not await store.list_blobs(run_id):
-            return BlobSweep(run_id)  # only an owner adds blobs: none to sweep, none to own
-        if dry_run:
-            return await _sweep(store, codec, run_id, None)
+        looked = await _look(store, codec, run_id)
+        if dry_run or looked.skipped is not None or not looked.deleted:
+            return looked
         try:
             lease = await owners.acquire(store, run_id, LEASE_TTL)
         except RunBusyError:
@@ -102,24 +107,42 @@ async def sweep_blobs(
         return BlobSweep(run_id, skipped="deleted during the sweep")
 
 
-async def _sweep(
-    store: CheckpointStore, codec: RecordCodec, run_id: str, lease: Lease | None
-) -> BlobSweep:
+async def _look(store: CheckpointStore, codec: RecordCodec, run_id: str) -> BlobSweep:
+    """What a sweep would delete now (``deleted``: how many blobs), nothing written."""
     stored = await store.list_blobs(run_id)
+    if not stored:
+        return BlobSweep(run_id)  # only an owner adds blobs: none to sweep, none to own
+    doomed, why = await _doomed(store, codec, run_id, stored)
+    if why is not None:
+        return BlobSweep(run_id, kept=len(stored), skipped=why)
+    return BlobSweep(run_id, len(doomed), sum(stored[d] for d in doomed), len(stored) - len(doomed))
+
+
+async def _doomed(
+    store: CheckpointStore, codec: RecordCodec, run_id: str, stored: dict[str, int]
+) -> tuple[list[str], str | None]:
+    """The stored blobs nothing refers to, or why that cannot be known."""
     try:
         referenced = await referenced_blobs(store, codec, run_id)
     except Unreadable as why:
-        return BlobSweep(run_id, kept=len(stored), skipped=f"{why}; no blob of it was deleted")
-    doomed = sorted(set(stored) - referenced)
-    size = sum(stored[digest] for digest in doomed)
-    kept = len(stored) - len(doomed)
-    if lease is None or not doomed:
-        return BlobSweep(run_id, len(doomed), size, kept)
+        return [], f"{why}; no blob of it was deleted"
+    return sorted(set(stored) - referenced), None
+
+
+async def _sweep(
+    store: CheckpointStore, codec: RecordCodec, run_id: str, lease: Lease
+) -> BlobSweep:
+    """Under the run's lease: look again, then delete in batches, renewing the lease."""
+    stored = await store.list_blobs(run_id)
+    doomed, why = await _doomed(store, codec, run_id, stored)
+    if why is not None:
+        return BlobSweep(run_id, kept=len(stored), skipped=why)
     deleted = 0
     for start in range(0, len(doomed), DELETE_BATCH):
         lease = await store.renew(lease, LEASE_TTL)  # FencedError if it was lost meanwhile
         deleted += await store.delete_blobs(run_id, doomed[start : start + DELETE_BATCH], lease)
-    return BlobSweep(run_id, deleted, size, kept)
+    size = sum(stored[digest] for digest in doomed)
+    return BlobSweep(run_id, deleted, size, len(stored) - len(doomed))
 
 
 async def referenced_blobs(store: CheckpointStore, codec: RecordCodec, run_id: str) -> set[str]:
