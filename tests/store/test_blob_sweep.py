@@ -1,0 +1,103 @@
+"""What the blob sweep of `gc` keeps and deletes, on every store (Python API, sealed records).
+
+A blob is kept when any kept record or stored snapshot names it, in any field: the ``b``
+list, a digest inside a pickle (a persistent id), the snapshot's folded state. Only the
+rest goes; a run owned by someone else, or with a record that does not verify, keeps all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+
+import msgpack
+import pytest
+
+from resumable.durability.log.records import Record, RecordCodec
+from resumable.durability.log.run_state import RunState
+from resumable.durability.log.state_codec import state_to_dict
+from resumable.durability.runs.blob_sweep import sweep_blobs
+from resumable.store.base import CheckpointStore, Lease, RunMeta, StoredRecord
+
+RUN = "run-1"
+
+
+def digest(name: str) -> str:
+    return hashlib.sha256(name.encode()).hexdigest()
+
+
+@pytest.fixture
+async def codec(store: CheckpointStore) -> RecordCodec:
+    return RecordCodec(await store.mac_key())
+
+
+async def _run(store: CheckpointStore, codec: RecordCodec) -> Lease:
+    """A run whose records and snapshot name blobs in every way they can."""
+    await store.create_run(RunMeta(RUN, "p.py", status="running"))
+    lease = await store.acquire(RUN, "writer")
+    bodies = [
+        ("run", {"program": "p.py", "source": "x = 1\n"}),
+        ("stmt", {"t": 0, "i": 0, "end": 6, "ns": b"\x00", "b": [digest("in-b")]}),
+        ("await", {"t": 0, "i": 1, "k": 0, "s": "x", "o": "v", "n": -1,
+                   "v": pickle.dumps(("b", digest("in-pickle")), protocol=5)}),
+    ]  # fmt: skip
+    sealed = [
+        StoredRecord(seq, lease.epoch, codec.seal(Record(RUN, seq, kind, "main", 1.0, 1, body)))
+        for seq, (kind, body) in enumerate(bodies, 1)
+    ]
+    await store.append(RUN, sealed, lease)
+    state = RunState(run_id=RUN, program="p.py", seq=2)
+    state.frame("main").ns_blobs = [digest("in-snapshot")]
+    packed = msgpack.packb(state_to_dict(state), use_bin_type=True)
+    snapshot = Record(RUN, 2, "snapshot", "", 1.0, 1, {"state": packed})
+    await store.put_snapshot(RUN, 2, codec.seal(snapshot), lease)
+    for name in ("in-b", "in-pickle", "in-snapshot", "stray", "superseded"):
+        await store.put_blob(RUN, digest(name), codec.seal_blob(RUN, digest(name), b"blob"))
+    return lease
+
+
+async def test_only_blobs_nothing_kept_names_are_swept(
+    store: CheckpointStore, codec: RecordCodec
+) -> None:
+    await store.release(await _run(store, codec))
+    epoch = (await store.get_meta(RUN)).epoch
+    sizes = await store.list_blobs(RUN)
+
+    would = await sweep_blobs(store, codec, RUN, dry_run=True)
+    assert (would.deleted, would.kept, would.skipped) == (2, 3, None)
+    assert len(await store.list_blobs(RUN)) == 5
+    swept = await sweep_blobs(store, codec, RUN)
+
+    assert swept.deleted == 2
+    assert swept.reclaimed_bytes == sizes[digest("stray")] + sizes[digest("superseded")]
+    assert set(await store.list_blobs(RUN)) == {
+        digest(n) for n in ("in-b", "in-pickle", "in-snapshot")
+    }
+    assert (await store.get_meta(RUN)).epoch == epoch + 1  # owned while it deleted
+    assert (await sweep_blobs(store, codec, RUN)).deleted == 0
+    assert (await store.get_meta(RUN)).epoch == epoch + 1  # nothing to delete: not owned
+
+
+async def test_a_run_owned_by_a_live_process_keeps_its_blobs(
+    store: CheckpointStore, codec: RecordCodec
+) -> None:
+    await _run(store, codec)  # its writer still holds it
+
+    swept = await sweep_blobs(store, codec, RUN)
+
+    assert swept.deleted == 0
+    assert swept.skipped is not None
+    assert "live process owns it" in swept.skipped
+    assert len(await store.list_blobs(RUN)) == 5
+
+
+async def test_a_record_that_does_not_verify_keeps_every_blob(store: CheckpointStore) -> None:
+    await store.release(await _run(store, RecordCodec(b"k" * 32)))
+
+    swept = await sweep_blobs(store, RecordCodec(b"another key" * 3), RUN)
+
+    assert swept.deleted == 0
+    assert swept.skipped is not None
+    assert swept.skipped.startswith("record 1 cannot be verified")
+    assert swept.skipped.endswith("no blob of it was deleted")
+    assert len(await store.list_blobs(RUN)) == 5
