@@ -1,7 +1,8 @@
 """What the blob sweep of `gc` keeps and deletes, on every store (Python API, sealed records).
 
 A blob is kept when any kept record or stored snapshot names it, in any field: the ``b``
-list, a digest inside a pickle (a persistent id), the snapshot's folded state. Only the
+list, a digest inside a pickle (a persistent id), the snapshot's folded state - or a kept
+blob that lists others does (a plain ``str`` or ``bytes`` value names none). Only the
 rest goes; a run owned by someone else, or with a record that does not verify, keeps all.
 """
 
@@ -13,6 +14,7 @@ import pickle
 import msgpack
 import pytest
 
+from resumable.durability.capture.pickling import STR_BLOB
 from resumable.durability.log.records import Record, RecordCodec
 from resumable.durability.log.run_state import RunState
 from resumable.durability.log.state_codec import state_to_dict
@@ -20,10 +22,20 @@ from resumable.durability.runs.blob_sweep import sweep_blobs
 from resumable.store.base import CheckpointStore, Lease, RunMeta, StoredRecord
 
 RUN = "run-1"
+KEPT = ("in-b", "in-pickle", "in-snapshot", "manifest", "piece")
+NAMES = (*KEPT, "stray", "superseded", "mentioned")
+
+
+CONTENT = {name: name.encode() for name in NAMES}
 
 
 def digest(name: str) -> str:
-    return hashlib.sha256(name.encode()).hexdigest()
+    """The digest blob ``name`` is stored under: that of its content."""
+    return hashlib.sha256(CONTENT[name]).hexdigest()
+
+
+CONTENT["in-b"] = STR_BLOB + digest("mentioned").encode()  # a value: names nothing
+CONTENT["manifest"] = b"M" + digest("piece").encode()  # not a plain value: may name pieces
 
 
 @pytest.fixture
@@ -37,7 +49,8 @@ async def _run(store: CheckpointStore, codec: RecordCodec) -> Lease:
     lease = await store.acquire(RUN, "writer")
     bodies = [
         ("run", {"program": "p.py", "source": "x = 1\n"}),
-        ("stmt", {"t": 0, "i": 0, "end": 6, "ns": b"\x00", "b": [digest("in-b")]}),
+        ("stmt", {"t": 0, "i": 0, "end": 6, "ns": b"\x00",
+                  "b": [digest("in-b"), digest("manifest")]}),
         ("await", {"t": 0, "i": 1, "k": 0, "s": "x", "o": "v", "n": -1,
                    "v": pickle.dumps(("b", digest("in-pickle")), protocol=5)}),
     ]  # fmt: skip
@@ -51,8 +64,9 @@ async def _run(store: CheckpointStore, codec: RecordCodec) -> Lease:
     packed = msgpack.packb(state_to_dict(state), use_bin_type=True)
     snapshot = Record(RUN, 2, "snapshot", "", 1.0, 1, {"state": packed})
     await store.put_snapshot(RUN, 2, codec.seal(snapshot), lease)
-    for name in ("in-b", "in-pickle", "in-snapshot", "stray", "superseded"):
-        await store.put_blob(RUN, digest(name), codec.seal_blob(RUN, digest(name), b"blob"))
+    for name in NAMES:
+        sealed = codec.seal_blob(RUN, digest(name), CONTENT[name])
+        await store.put_blob(RUN, digest(name), sealed)
     return lease
 
 
@@ -64,15 +78,14 @@ async def test_only_blobs_nothing_kept_names_are_swept(
     sizes = await store.list_blobs(RUN)
 
     would = await sweep_blobs(store, codec, RUN, dry_run=True)
-    assert (would.deleted, would.kept, would.skipped) == (2, 3, None)
-    assert len(await store.list_blobs(RUN)) == 5
+    assert (would.deleted, would.kept, would.skipped) == (3, 5, None)
+    assert len(await store.list_blobs(RUN)) == len(NAMES)
     swept = await sweep_blobs(store, codec, RUN)
 
-    assert swept.deleted == 2
-    assert swept.reclaimed_bytes == sizes[digest("stray")] + sizes[digest("superseded")]
-    assert set(await store.list_blobs(RUN)) == {
-        digest(n) for n in ("in-b", "in-pickle", "in-snapshot")
-    }
+    assert swept.deleted == 3
+    gone = ("stray", "superseded", "mentioned")
+    assert swept.reclaimed_bytes == sum(sizes[digest(n)] for n in gone)
+    assert set(await store.list_blobs(RUN)) == {digest(n) for n in KEPT}
     assert (await store.get_meta(RUN)).epoch == epoch + 1  # owned while it deleted
     assert (await sweep_blobs(store, codec, RUN)).deleted == 0
     assert (await store.get_meta(RUN)).epoch == epoch + 1  # nothing to delete: not owned
@@ -88,7 +101,7 @@ async def test_a_run_owned_by_a_live_process_keeps_its_blobs(
     assert swept.deleted == 0
     assert swept.skipped is not None
     assert "live process owns it" in swept.skipped
-    assert len(await store.list_blobs(RUN)) == 5
+    assert len(await store.list_blobs(RUN)) == len(NAMES)
 
 
 async def test_a_record_that_does_not_verify_keeps_every_blob(store: CheckpointStore) -> None:
@@ -100,4 +113,4 @@ async def test_a_record_that_does_not_verify_keeps_every_blob(store: CheckpointS
     assert swept.skipped is not None
     assert swept.skipped.startswith("record 1 cannot be verified")
     assert swept.skipped.endswith("no blob of it was deleted")
-    assert len(await store.list_blobs(RUN)) == 5
+    assert len(await store.list_blobs(RUN)) == len(NAMES)

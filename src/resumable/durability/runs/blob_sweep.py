@@ -9,7 +9,9 @@ behind, read by no resume, ``show`` or ``fork``. ``gc`` sweeps them.
 
 What counts as a reference is decided generously: every 64-hex-digit digest found
 anywhere in a kept record's body, a kept snapshot's state or the run's metadata - in a
-string, or inside the bytes of a pickle, where a persistent id names its blob. A blob
+string, or inside the bytes of a pickle, where a persistent id names its blob - and,
+while unreferenced blobs remain, inside the referenced blobs that are not a plain
+``bytes``/``str`` value (a blob may list others: the pieces of a large value). A blob
 kept for a digest that only looks like one costs its bytes; a blob deleted that a
 record needs would cost the run. So nothing of a run is deleted unless all of its log
 reads whole and verifies (every record from its first to the high-water mark, MACs
@@ -37,6 +39,7 @@ from typing import Any
 
 import msgpack
 
+from resumable.durability.capture.pickling import BYTES_BLOB, STR_BLOB
 from resumable.durability.log.records import RecordCodec
 from resumable.durability.log.state_codec import state_from_dict
 from resumable.durability.runs import owners
@@ -46,12 +49,15 @@ from resumable.errors import (
     RecordError,
     RunBusyError,
     RunNotFoundError,
+    StoreError,
 )
 from resumable.store.base import CheckpointStore, Lease
 from resumable.store.holes import log_gap
 
 __all__ = ["BlobSweep", "referenced_blobs", "sweep_blobs"]
 
+LEAF_BLOBS = (BYTES_BLOB, STR_BLOB)
+"""The tags of blobs that hold one value and name no other blob."""
 LEASE_TTL = 60.0
 DELETE_BATCH = 500
 
@@ -124,9 +130,32 @@ async def _doomed(
     """The stored blobs nothing refers to, or why that cannot be known."""
     try:
         referenced = await referenced_blobs(store, codec, run_id)
+        await _named_in_blobs(store, codec, run_id, set(stored), referenced)
     except Unreadable as why:
         return [], f"{why}; no blob of it was deleted"
     return sorted(set(stored) - referenced), None
+
+
+async def _named_in_blobs(
+    store: CheckpointStore, codec: RecordCodec, run_id: str, stored: set[str], found: set[str]
+) -> None:
+    """Add the digests that referenced blobs name in turn (a blob listing the pieces of a
+    value), until every stored blob is referenced or every referenced one was opened.
+
+    Only blobs that may hold references are scanned: a big ``bytes`` or ``str`` value is
+    a leaf (its tag says so), anything else (an external codec's payload, a format newer
+    than this code) is scanned like a record.
+    """
+    opened: set[str] = set()
+    while stored - found and (todo := (found & stored) - opened):
+        for digest in sorted(todo):
+            opened.add(digest)
+            try:
+                plain = codec.open_blob(run_id, digest, await store.get_blob(run_id, digest))
+            except (RecordError, DecryptionError, StoreError) as exc:
+                raise Unreadable(f"blob {digest} cannot be read ({exc.message})") from None
+            if plain[:1] not in LEAF_BLOBS:
+                _scan(plain, found)
 
 
 async def _sweep(
