@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import pickle
+from typing import TYPE_CHECKING, Any
 
 import msgpack
 import pytest
@@ -18,8 +19,13 @@ from resumable.durability.capture.pickling import STR_BLOB
 from resumable.durability.log.records import Record, RecordCodec
 from resumable.durability.log.run_state import RunState
 from resumable.durability.log.state_codec import state_to_dict
+from resumable.durability.runs import blob_sweep
 from resumable.durability.runs.blob_sweep import sweep_blobs
+from resumable.errors import RunBusyError
 from resumable.store.base import CheckpointStore, Lease, RunMeta, StoredRecord
+
+if TYPE_CHECKING:
+    from conftest import StoreSite
 
 RUN = "run-1"
 KEPT = ("in-b", "in-pickle", "in-snapshot", "manifest", "piece")
@@ -114,3 +120,54 @@ async def test_a_record_that_does_not_verify_keeps_every_blob(store: CheckpointS
     assert swept.skipped.startswith("record 1 cannot be verified")
     assert swept.skipped.endswith("no blob of it was deleted")
     assert len(await store.list_blobs(RUN)) == len(NAMES)
+
+
+async def test_a_blob_that_does_not_open_keeps_every_blob(
+    store: CheckpointStore, codec: RecordCodec
+) -> None:
+    await store.create_run(RunMeta("run-2", "p.py", status="running"))
+    lease = await store.acquire("run-2", "writer")
+    body = {"t": 0, "i": 0, "end": 6, "ns": b"\x00", "b": [digest("manifest")]}
+    record = Record("run-2", 1, "stmt", "main", 1.0, 1, body)
+    await store.append("run-2", [StoredRecord(1, lease.epoch, codec.seal(record))], lease)
+    await store.release(lease)
+    forged = RecordCodec(b"not the store's key" * 2).seal_blob(
+        "run-2", digest("manifest"), CONTENT["manifest"]
+    )
+    await store.put_blob("run-2", digest("manifest"), forged)
+    await store.put_blob("run-2", digest("stray"), codec.seal_blob("run-2", digest("stray"), b"x"))
+
+    swept = await sweep_blobs(store, codec, "run-2")
+
+    assert swept.deleted == 0
+    assert swept.skipped is not None
+    assert swept.skipped.startswith(f"blob {digest('manifest')} cannot be read")
+    assert len(await store.list_blobs("run-2")) == 2
+
+
+async def test_the_run_is_owned_while_its_blobs_are_swept(
+    site: StoreSite,
+    store: CheckpointStore,
+    codec: RecordCodec,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    await store.release(await _run(store, codec))
+    looks: list[str] = []
+    look = blob_sweep._doomed
+
+    async def look_and_try_to_own(*args: Any) -> Any:
+        async with site.open() as other:  # another process's store, as far as locks go
+            try:
+                taken = await other.acquire(RUN, "another-process")
+            except RunBusyError:
+                looks.append("busy")
+            else:
+                await other.release(taken)
+                looks.append("acquired")
+        return await look(*args)
+
+    monkeypatch.setattr(blob_sweep, "_doomed", look_and_try_to_own)
+    swept = await sweep_blobs(store, codec, RUN)
+
+    assert looks == ["acquired", "busy"]  # the first look owns nothing; the sweep owns the run
+    assert swept.deleted == 3
