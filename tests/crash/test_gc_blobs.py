@@ -6,7 +6,8 @@ and only the newest kept, the records that referred to the first five strings ar
 their blobs are superseded. `gc` deletes them and a blob put there by hand, keeps the
 current string's and the awaited result's, and the run still resumes to the end and
 shows its variables. A run that was never pruned keeps every blob its records name,
-and forks and resumes after `gc`. A run whose log does not verify keeps all its blobs.
+and forks and resumes after `gc`. The superseded pieces of a large namespace go the same
+way. A run whose log does not verify keeps all its blobs.
 """
 
 from __future__ import annotations
@@ -41,6 +42,21 @@ BIG = "\n".join(
         "",
     ]
 )
+PIECES = "\n".join(
+    [
+        "import asyncio",
+        "",
+        "table = {n: str(n) * 3 for n in range(8000)}",
+        "await asyncio.sleep(0)",
+        *(f'table[0] = "changed {k}"\nawait asyncio.sleep(0)' for k in range(1, 7)),
+        'print("entries", len(table), table[0])',
+        "for n in range(3):",
+        "    await asyncio.sleep(0)",
+        '    print("after", n)',
+        "",
+    ]
+)
+"""A namespace large enough to be stored in pieces, its first piece changed six times."""
 CRASH_AFTER = 24
 """The first await of the last loop: the run prints its three ``after`` lines on resume."""
 PRUNED = {"RESUMABLE_DURABILITY_SNAPSHOT_EVERY": "4", "RESUMABLE_DURABILITY_KEEP": "1"}
@@ -64,11 +80,11 @@ def _digest(text: str) -> str:
     return hashlib.sha256(STR_BLOB + text.encode()).hexdigest()
 
 
-def _exec(site: Site, work: Path, env: dict[str, str], crash: bool) -> str:
+def _exec(site: Site, work: Path, env: dict[str, str], crash: bool, program: str = "big.py") -> str:
     run_id = f"b{secrets.token_hex(3)}"
     if crash:
         env = {**env, "RESUMABLE_CRASH_AFTER": str(CRASH_AFTER)}
-    done = resumable(["exec", "big.py", "--run-id", run_id], work, env=env)
+    done = resumable(["exec", program, "--run-id", run_id], work, env=env)
     assert done.code == (-9 if crash else 0), done.stderr
     time.sleep(site.lease_seconds)
     return run_id
@@ -77,6 +93,7 @@ def _exec(site: Site, work: Path, env: dict[str, str], crash: bool) -> str:
 def _prepare(site: Site, work: Path) -> None:
     site.prepare(work)
     (work / "big.py").write_text(BIG)
+    (work / "pieces.py").write_text(PIECES)
 
 
 async def _epoch(work: Path, run_id: str) -> int:
@@ -146,6 +163,27 @@ async def test_gc_sweeps_superseded_blobs_and_the_runs_still_work(
     again = resumable(["resume", fork_id], tmp_path)
     assert again.code == 0, again.stderr
     assert again.stdout.splitlines()[-1] == "after 2"
+
+
+async def test_gc_sweeps_the_superseded_pieces_of_a_large_namespace(
+    site: Site, tmp_path: Path
+) -> None:
+    _prepare(site, tmp_path)
+    run_id = _exec(site, tmp_path, PRUNED, crash=True, program="pieces.py")
+    before = await _blobs(tmp_path, run_id)
+    assert len(before) == 7  # the first piece of the table, as it was at each statement
+
+    report = _gc(tmp_path)
+
+    assert report["swept_blobs"] == 6, report
+    assert len(await _blobs(tmp_path, run_id)) == 1
+    resumed = resumable(["resume", run_id], tmp_path)
+    assert resumed.code == 0, resumed.stderr
+    assert resumed.stdout == "after 0\nafter 1\nafter 2\n"
+    shown = resumable(["show", run_id, "--json"], tmp_path)
+    assert shown.code == 0, shown.stderr
+    table = json.loads(shown.stdout)["frames"][0]["variables"]["table"]
+    assert table.startswith("{0: 'changed 6', 1: '111'")
 
 
 async def test_gc_deletes_no_blob_of_a_run_whose_log_does_not_verify(

@@ -9,7 +9,8 @@ behind, read by no resume, ``show`` or ``fork``. ``gc`` sweeps them.
 
 What counts as a reference is decided generously: every 64-hex-digit digest found
 anywhere in a kept record's body, a kept snapshot's state or the run's metadata - in a
-string, or inside the bytes of a pickle, where a persistent id names its blob - and,
+string, inside the bytes of a pickle, where a persistent id names its blob, or as the
+raw digest of a piece in a namespace stored in pieces (:mod:`..capture.pieces`) - and,
 while unreferenced blobs remain, inside the referenced blobs that are not a plain
 ``bytes``/``str`` value (a blob may list others: the pieces of a large value). A blob
 kept for a digest that only looks like one costs its bytes; a blob deleted that a
@@ -40,6 +41,7 @@ from typing import Any
 import msgpack
 
 from resumable.durability.capture.pickling import BYTES_BLOB, STR_BLOB
+from resumable.durability.capture.pieces import PIECES_CODEC, assemble
 from resumable.durability.log.records import RecordCodec
 from resumable.durability.log.state_codec import state_from_dict
 from resumable.durability.runs import owners
@@ -201,13 +203,13 @@ async def referenced_blobs(store: CheckpointStore, codec: RecordCodec, run_id: s
         seq, sealed = snapshot
         try:
             record = codec.open(sealed, run_id=run_id, seq=seq)
-            state = record.body["state"]
-            state_from_dict(msgpack.unpackb(state, raw=False, strict_map_key=False))
+            state = msgpack.unpackb(record.body["state"], raw=False, strict_map_key=False)
+            state_from_dict(state)
         except (RecordError, DecryptionError) as exc:
             raise Unreadable(f"snapshot {seq} cannot be verified ({exc.message})") from None
         except Exception as exc:  # authentic, yet not a state this version reads
             raise Unreadable(f"snapshot {seq} cannot be decoded ({exc!r})") from None
-        _scan(record.body, found)
+        _scan(state, found)
         at = seq - 1
     return found
 
@@ -220,11 +222,30 @@ def _scan(value: Any, found: set[str]) -> None:
         if isinstance(item, str):
             found.update(_DIGEST.findall(item))
         elif isinstance(item, bytes | bytearray | memoryview):
-            found.update(match.decode() for match in _DIGEST_BYTES.findall(bytes(item)))
+            data = bytes(item)
+            found.update(match.decode() for match in _DIGEST_BYTES.findall(data))
+            if data[:1] == PIECES_CODEC:
+                found.update(_pieces_named(data))
         elif isinstance(item, dict):
             stack.extend(_items(item))
         elif isinstance(item, list | tuple):
             stack.extend(item)
+
+
+def _pieces_named(data: bytes) -> list[str]:
+    """The blobs a namespace stored in pieces names by their raw 32-byte digests (the
+    record's ``b`` lists them too); none if ``data`` is not such a namespace after all."""
+    named: list[str] = []
+
+    def note(digest: str) -> bytes:
+        named.append(digest)
+        return b""
+
+    try:
+        assemble(data, note)
+    except RecordError:
+        return []
+    return named
 
 
 def _items(mapping: dict[Any, Any]) -> Iterable[Any]:
