@@ -228,6 +228,69 @@ async def test_a_missing_blob_is_a_store_error_naming_it(store: CheckpointStore)
         await store.get_blob("run-1", "sha256-missing")
 
 
+async def test_list_blobs_names_each_blob_of_the_run_with_its_size(store: CheckpointStore) -> None:
+    await store.create_run(meta())
+    await store.create_run(meta("other"))
+    assert await store.list_blobs("run-1") == {}
+
+    await store.put_blob("run-1", "sha256-aa", b"\x00first")
+    await store.put_blob("run-1", "sha256-bb", random.randbytes(70_000))
+    await store.put_blob("other", "sha256-cc", b"elsewhere")
+
+    assert await store.list_blobs("run-1") == {"sha256-aa": 6, "sha256-bb": 70_000}
+    assert await store.list_blobs("other") == {"sha256-cc": 9}
+    with pytest.raises(RunNotFoundError):
+        await store.list_blobs("no-such-run")
+
+
+async def test_delete_blobs_deletes_those_named_and_counts_them(store: CheckpointStore) -> None:
+    await store.create_run(meta())
+    await store.create_run(meta("other"))
+    for digest in ("sha256-aa", "sha256-bb", "sha256-cc"):
+        await store.put_blob("run-1", digest, digest.encode())
+    await store.put_blob("other", "sha256-aa", b"kept")
+
+    assert await store.delete_blobs("run-1", ["sha256-aa", "sha256-bb", "sha256-gone"]) == 2
+
+    assert await store.list_blobs("run-1") == {"sha256-cc": 9}
+    assert not await store.has_blob("run-1", "sha256-aa")
+    with pytest.raises(StoreError, match="sha256-bb"):
+        await store.get_blob("run-1", "sha256-bb")
+    assert await store.get_blob("other", "sha256-aa") == b"kept"  # another run's: untouched
+    assert await store.delete_blobs("run-1", ["sha256-aa"]) == 0
+    assert await store.delete_blobs("run-1", []) == 0
+    await store.put_blob("run-1", "sha256-aa", b"written again")  # a deleted digest comes back
+    assert await store.get_blob("run-1", "sha256-aa") == b"written again"
+    with pytest.raises(RunNotFoundError):
+        await store.delete_blobs("no-such-run", ["sha256-aa"])
+
+
+async def test_delete_blobs_under_a_stale_lease_is_fenced(store: CheckpointStore) -> None:
+    old = await owned_run(store)
+    await store.put_blob("run-1", "sha256-aa", b"blob")
+    await store.release(old)
+    new = await store.acquire("run-1", "owner-b")
+
+    with pytest.raises(FencedError, match="run-1"):
+        await store.delete_blobs("run-1", ["sha256-aa"], old)
+    with pytest.raises(FencedError):
+        await store.delete_blobs("run-1", ["sha256-aa"], replace(new, run_id="other"))
+    assert await store.has_blob("run-1", "sha256-aa")
+
+    assert await store.delete_blobs("run-1", ["sha256-aa"], new) == 1
+    assert await store.list_blobs("run-1") == {}
+
+
+async def test_many_blobs_are_listed_and_deleted_together(store: CheckpointStore) -> None:
+    await store.create_run(meta())
+    digests = [f"sha256-{n:05d}" for n in range(1200)]
+    for digest in digests:
+        await store.put_blob("run-1", digest, b"x")
+    assert set(await store.list_blobs("run-1")) == set(digests)
+    assert await store.delete_blobs("run-1", digests[:1100]) == 1100
+    assert sorted(await store.list_blobs("run-1")) == digests[1100:]
+
+
 # -- snapshots -------------------------------------------------------------------
 
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -25,11 +27,14 @@ from resumable.cli.app import (
 from resumable.cli.story import story
 from resumable.durability.effects.call_sites import describe_call
 from resumable.durability.runs.progress import plural
-from resumable.durability.runs.session import store_for
-from resumable.errors import RunNotFoundError, UsageError
+from resumable.durability.runs.session import codec_for, store_for
+from resumable.errors import ConfigError, RunNotFoundError, UsageError
 from resumable.store import to_read
 from resumable.store.base import CheckpointStore
 from resumable.store.common import check_run_id
+
+if TYPE_CHECKING:
+    from resumable.durability.runs.garbage import GarbageReport
 
 
 def where_in_code(statement: int, status: str) -> str:
@@ -266,30 +271,50 @@ def gc_command(
 ) -> None:
     """Delete finished runs (completed, failed, cancelled) and prune old snapshots of the others.
 
-    Every file, row or key of a deleted run goes; a SQLite file is compacted (VACUUM).
+    Every file, row or key of a deleted run goes; the runs kept lose the blobs that no
+    record or snapshot still stored refers to (a run whose log does not verify keeps
+    all of its blobs); a SQLite file is compacted (VACUUM).
 
     Example: resumable gc --older-than-days 30 --dry-run
     """
-    from resumable.durability.runs.stored import GarbageReport, collect_garbage
+    from resumable.durability.runs.garbage import collect_garbage
 
     config = _config(config_path)
 
     async def go() -> GarbageReport:
         async with store_for(config.durability, config) as store:
-            return await collect_garbage(
-                store, older_than_days=older_than_days, keep=config.durability.keep, dry_run=dry_run
+            try:
+                codec = await codec_for(store, config.durability, os.environ)
+            except ConfigError as error:  # runs and snapshots still go; blobs are not swept
+                codec, why = None, error.message
+            report = await collect_garbage(
+                store,
+                older_than_days=older_than_days,
+                keep=config.durability.keep,
+                dry_run=dry_run,
+                codec=codec,
             )
+            return report if codec is not None else replace(report, sweep_skipped=why)
 
     report = _run(go)
     if json_out:
         print(json.dumps(report.to_json()))
         return
-    verb = "would delete" if dry_run else "deleted"
+    err.print(_gc_summary(report, dry_run), markup=False)
+    if report.sweep_skipped is not None:
+        err.print(f"resumable: no blob was swept: {report.sweep_skipped}", markup=False)
+    for run_id, why in report.unswept.items():
+        err.print(f"resumable: run {run_id}: {why}", markup=False)
+
+
+def _gc_summary(report: GarbageReport, dry_run: bool) -> str:
+    verb, sweep = ("would delete", "would sweep") if dry_run else ("deleted", "swept")
     reclaimed = ""
     if report.reclaimed_bytes is not None:
         reclaimed = f", the store file shrank by {report.reclaimed_bytes / 2**20:.1f} MB"
-    err.print(
+    return (
         f"resumable: {verb} {plural(len(report.deleted_runs), 'finished run')}, pruned "
-        f"{plural(report.pruned_records, 'record')}{reclaimed}",
-        markup=False,
+        f"{plural(report.pruned_records, 'record')}, {sweep} "
+        f"{plural(report.swept_blobs, 'superseded blob')} "
+        f"({report.swept_bytes / 2**20:.1f} MB){reclaimed}"
     )

@@ -14,7 +14,7 @@ cannot write after another took over.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import asdict, dataclass, field
 from types import TracebackType
 from typing import Any, Literal, Protocol, Self, runtime_checkable
@@ -211,6 +211,21 @@ class CheckpointStore(Protocol):
         ...
 
     async def has_blob(self, run_id: str, digest: str) -> bool: ...
+
+    async def list_blobs(self, run_id: str) -> dict[str, int]:
+        """Every blob the run holds: digest -> size of its stored bytes."""
+        ...
+
+    async def delete_blobs(
+        self, run_id: str, digests: Collection[str], lease: Lease | None = None
+    ) -> int:
+        """Delete the named blobs (absent ones are skipped); returns how many were deleted.
+
+        Nothing here knows which blobs records still refer to: the caller decides, and
+        owns the run meanwhile (``gc``: :mod:`resumable.durability.runs.blob_sweep`). With
+        ``lease``, fenced like ``append`` (``FencedError``, nothing deleted).
+        """
+        ...
 
     # -- snapshots --------------------------------------------------------------
     async def put_snapshot(self, run_id: str, seq: int, data: bytes, lease: Lease) -> None:

@@ -11,6 +11,7 @@ import os
 import re
 import socket
 from collections.abc import Iterable
+from dataclasses import replace
 from types import TracebackType
 from typing import Any
 from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit, urlunsplit
@@ -95,6 +96,12 @@ def check_fence(run_id: str, lease: Lease, current: int | None, url: str) -> Non
             epoch=lease.epoch,
             current_epoch=current,
         )
+
+
+def fenced_for(run_id: str, lease: Lease) -> Lease:
+    """``lease`` as a fenced write to ``run_id`` checks it: a lease for another run never
+    matches (its epoch is replaced by an impossible one)."""
+    return lease if lease.run_id == run_id else replace(lease, run_id=run_id, epoch=-1)
 
 
 # -- the meta column --------------------------------------------------------------------

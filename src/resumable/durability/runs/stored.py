@@ -1,15 +1,13 @@
-"""Operations on stored runs: list, show, answer, collect garbage (fork: ``fork.py``).
+"""Operations on stored runs: list, show, answer (fork: ``fork.py``, gc: ``garbage.py``).
 
-These only read (``list_runs``, ``show_run``) or write new things (``answer_run``)
-or remove what the user asked to remove (``collect_garbage``); none of them changes
-an existing checkpoint.
+These only read (``list_runs``, ``show_run``) or write new things (``answer_run``);
+none of them changes an existing checkpoint.
 """
 
 from __future__ import annotations
 
-import math
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -281,55 +279,6 @@ def _short_repr(value: Any, limit: int = 120) -> str:
     except Exception as exc:  # a user's __repr__ may raise
         text = f"<unrepresentable: {type(exc).__name__}>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-@dataclass(frozen=True, slots=True)
-class GarbageReport:
-    deleted_runs: list[str]
-    pruned_records: int
-    reclaimed_bytes: int | None = None
-    """What the store file shrank by (SQLite's ``VACUUM``); None: a store without that step."""
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-async def collect_garbage(
-    store: CheckpointStore,
-    *,
-    older_than_days: float,
-    keep: int,
-    dry_run: bool = False,
-    env: Mapping[str, str] | None = None,
-) -> GarbageReport:
-    """Delete finished runs older than the cutoff; prune the snapshots of the others.
-
-    Every key, row and file of a deleted run goes with it; a store that keeps freed
-    space in its file (SQLite) is then compacted (``reclaim``) and says by how much.
-    """
-    if not math.isfinite(older_than_days) or older_than_days < 0:
-        raise UsageError(
-            f"--older-than-days must be a number of days >= 0, not {older_than_days}",
-            value=older_than_days,
-        )
-    cutoff = time.time() - older_than_days * 86400
-    deleted: list[str] = []
-    pruned = 0
-    for summary in await owners.listed(store):
-        meta = summary.meta
-        if summary.damaged is not None:
-            continue  # `resumable repair` it first: its metadata says nothing to go by
-        if summary.status in ("completed", "failed", "cancelled") and meta.updated_at < cutoff:
-            deleted.append(meta.run_id)
-            if not dry_run:
-                await store.delete_run(meta.run_id)
-        elif not summary.live and not dry_run:
-            pruned += await store.prune(meta.run_id, keep)
-    reclaim = getattr(store, "reclaim", None)
-    if reclaim is None or dry_run:
-        return GarbageReport(deleted, pruned)
-    reclaimed: int = await reclaim() if deleted or pruned else 0
-    return GarbageReport(deleted, pruned, reclaimed)
 
 
 AnswerCheck = Callable[[str, str], str | None]

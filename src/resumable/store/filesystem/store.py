@@ -7,7 +7,8 @@ Layout under ``root`` (folders 0700, files 0600)::
     runs/<run_id>/head                   the last acknowledged seq (:mod:`resumable.store.heads`)
     runs/<run_id>/log/<first_seq>.seg    preallocated segments; a new one per snapshot, owner, 1 MiB
     runs/<run_id>/snapshots/<seq>.snap
-    runs/<run_id>/blobs/<digest>         written once (temp + rename)
+    runs/<run_id>/blobs/<digest>         written once (temp + rename); deleted by ``gc`` once
+                                         nothing kept refers to them (:mod:`.blobs`)
     runs/<run_id>/quarantine/            torn or corrupt log tails, moved aside, never deleted
     runs/<run_id>/lock                   flock held by the owner; meta.lock serialises meta updates
 
@@ -35,15 +36,16 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal, Self, TypeVar
 
 from resumable.errors import ConfigError, StoreError, StoreUnavailableError, UsageError
 from resumable.store.base import Lease, ReadResult, RunMeta, RunSummary, StoredRecord, check_seqs
-from resumable.store.common import ClosedOnExit
+from resumable.store.common import ClosedOnExit, fenced_for
 from resumable.store.filesystem.background_fsync import FsyncInProgress, start_fsync
+from resumable.store.filesystem.blobs import delete_blob_files, list_blob_files
 from resumable.store.filesystem.folders import RunFolders
 from resumable.store.filesystem.owner import OwnedRun, busy_error
 from resumable.store.filesystem.segments import (
@@ -224,6 +226,25 @@ class FileStore(RunFolders, ClosedOnExit):
 
     async def has_blob(self, run_id: str, digest: str) -> bool:
         return self._blob_path(run_id, digest).exists()
+
+    async def list_blobs(self, run_id: str) -> dict[str, int]:
+        run_dir = self._run_dir(run_id)
+        await self._io(self._require, run_dir)
+        return await self._io(list_blob_files, run_dir / "blobs")
+
+    async def delete_blobs(
+        self, run_id: str, digests: Collection[str], lease: Lease | None = None
+    ) -> int:
+        run_dir = self._run_dir(run_id)
+        for digest in digests:
+            self._check_name(digest, "blob digest")
+        await self._io(self._require, run_dir)
+        owned = self._owned.get(run_id)
+        if lease is not None:
+            lease = fenced_for(run_id, lease)
+            if owned is None or owned.epoch != lease.epoch:
+                await self._io(self._check_epoch, run_dir, lease)
+        return await self._io(delete_blob_files, run_dir / "blobs", digests, self.sync == "fsync")
 
     # -- snapshots ------------------------------------------------------------------
     async def put_snapshot(self, run_id: str, seq: int, data: bytes, lease: Lease) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import asyncpg
 
 from resumable.errors import StoreError
@@ -49,6 +51,35 @@ class PostgresSnapshots(PostgresConnection):
                     digest,
                 )
             )
+
+    async def list_blobs(self, run_id: str) -> dict[str, int]:
+        async with self._conn("listing blobs") as conn, conn.transaction():
+            if not await self._exists(conn, run_id):
+                raise not_found(run_id, self.url)
+            rows = await conn.fetch(
+                f"SELECT digest, octet_length(data) FROM {self._s}.blobs WHERE run_id = $1",
+                run_id,
+            )
+        return {row[0]: int(row[1]) for row in rows}
+
+    async def delete_blobs(
+        self, run_id: str, digests: Collection[str], lease: Lease | None = None
+    ) -> int:
+        async with self._conn("deleting blobs") as conn, conn.transaction():
+            # FOR SHARE: an acquire (which updates the row) waits until the delete commits
+            epoch = await conn.fetchval(
+                f"SELECT epoch FROM {self._s}.runs WHERE run_id = $1 FOR SHARE", run_id
+            )
+            if epoch is None:
+                raise not_found(run_id, self.url)
+            if lease is not None:
+                check_fence(run_id, lease, epoch, self.url)
+            status = await conn.execute(
+                f"DELETE FROM {self._s}.blobs WHERE run_id = $1 AND digest = ANY($2::text[])",
+                run_id,
+                list(digests),
+            )
+        return int(status.split()[-1])
 
     # -- snapshots --------------------------------------------------------------
     async def put_snapshot(self, run_id: str, seq: int, data: bytes, lease: Lease) -> None:

@@ -60,6 +60,13 @@ if redis.call('EXISTS', KEYS[1]) == 0 then return {1} end
 redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2])
 return {0}
 """
+_DELETE_BLOBS = """
+local epoch = redis.call('HGET', KEYS[1], 'epoch')
+if not epoch then return {1} end
+if ARGV[1] ~= '' and tonumber(epoch) ~= tonumber(ARGV[1]) then return {2, epoch} end
+if #ARGV < 2 then return {0, 0} end
+return {0, redis.call('HDEL', KEYS[2], unpack(ARGV, 2))}
+"""
 _PRUNE = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return {1} end
 local cut = redis.call('ZREVRANGE', KEYS[2], ARGV[1], ARGV[1], 'WITHSCORES')
@@ -101,6 +108,7 @@ SCRIPTS = {
     "append": _APPEND,
     "put_snapshot": _PUT_SNAPSHOT,
     "put_blob": _PUT_BLOB,
+    "delete_blobs": _DELETE_BLOBS,
     "prune": _PRUNE,
     "acquire": _ACQUIRE,
     "renew": _RENEW,

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import secrets
 import struct
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from resumable.errors import StoreError
@@ -50,6 +50,7 @@ from resumable.store.meta_check import check_meta_json
 from resumable.store.redis.connection import RedisConnection
 
 _SEQ = struct.Struct(">Q")
+_DELETE_BATCH = 1000
 _SEQ_EPOCH = struct.Struct(">QQ")
 
 
@@ -200,6 +201,34 @@ class RedisStore(RedisConnection):
 
     async def has_blob(self, run_id: str, digest: str) -> bool:
         return bool(await self._call("hexists", self._key(run_id, ":blobs"), digest))
+
+    async def list_blobs(self, run_id: str) -> dict[str, int]:
+        check_run_id(run_id)
+        if not await self._call("exists", self._key(run_id)):
+            raise not_found(run_id, self.url)
+        key = self._key(run_id, ":blobs")
+        digests = await self._call("hkeys", key)
+        pipe = self._require().pipeline(transaction=False)
+        for digest in digests:
+            pipe.hstrlen(key, digest)
+        sizes = await self._execute(pipe, f"while listing the blobs of run {run_id}")
+        return {bytes(d).decode(): int(n) for d, n in zip(digests, sizes, strict=True)}
+
+    async def delete_blobs(
+        self, run_id: str, digests: Collection[str], lease: Lease | None = None
+    ) -> int:
+        # Fenced by the lease's epoch ('': not fenced), in batches: Lua's unpack() has a limit.
+        epoch = "" if lease is None else self._epoch_for(run_id, lease)
+        keys, wanted, deleted = [self._key(run_id), self._key(run_id, ":blobs")], list(digests), 0
+        for start in range(0, max(len(wanted), 1), _DELETE_BATCH):
+            batch = wanted[start : start + _DELETE_BATCH]
+            result = await self._run("delete_blobs", keys, [epoch, *batch], durable=True)
+            if lease is not None:
+                self._raise_for(run_id, lease, result)
+            elif result[0] == 1:
+                raise not_found(run_id, self.url)
+            deleted += int(result[1])
+        return deleted
 
     # -- snapshots --------------------------------------------------------------
     async def put_snapshot(self, run_id: str, seq: int, data: bytes, lease: Lease) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Collection
 from typing import Any
 
 from resumable.store.base import Lease
@@ -35,6 +36,35 @@ class SQLiteBlobs(SQLiteConnection):
 
     async def has_blob(self, run_id: str, digest: str) -> bool:
         return await self._call(self._blob_row, run_id, digest) is not None
+
+    async def list_blobs(self, run_id: str) -> dict[str, int]:
+        return await self._call(self._list_blobs, run_id)
+
+    def _list_blobs(self, run_id: str) -> dict[str, int]:
+        db = self._connection()
+        if db.execute("SELECT 1 FROM runs WHERE run_id=?", (run_id,)).fetchone() is None:
+            raise self._not_found(run_id)
+        rows = db.execute("SELECT digest, length(data) FROM blobs WHERE run_id=?", (run_id,))
+        return {str(digest): int(size) for digest, size in rows}
+
+    async def delete_blobs(
+        self, run_id: str, digests: Collection[str], lease: Lease | None = None
+    ) -> int:
+        return await self._call(self._delete_blobs, run_id, list(digests), lease)
+
+    def _delete_blobs(self, run_id: str, digests: list[str], lease: Lease | None) -> int:
+        with self._transaction() as db:
+            row = db.execute("SELECT epoch FROM runs WHERE run_id=?", (run_id,)).fetchone()
+            if row is None:
+                raise self._not_found(run_id)
+            if lease is not None:
+                check_fence(run_id, lease, row[0], self.url)
+            deleted = 0
+            for digest in digests:
+                deleted += db.execute(
+                    "DELETE FROM blobs WHERE run_id=? AND digest=?", (run_id, digest)
+                ).rowcount
+            return deleted
 
     def _blob_row(self, run_id: str, digest: str) -> tuple[Any, ...] | None:
         row: tuple[Any, ...] | None = (
