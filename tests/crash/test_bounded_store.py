@@ -14,7 +14,6 @@ import os
 import random
 import signal
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -49,20 +48,6 @@ for n in range(30):
     print("did", n, len(rows), view is table, firsts[0] is rows, list(seen)[:3])
 print("total", sum(len(r) for r in rows), sorted(table)[-1], len(seen))
 """
-
-
-@pytest.fixture(
-    params=[
-        "file",
-        "sqlite",
-        pytest.param("postgres", marks=pytest.mark.postgres),
-        pytest.param("redis", marks=pytest.mark.redis),
-    ]
-)
-async def site(request: pytest.FixtureRequest) -> AsyncIterator[Site]:
-    made: Site = SITES[request.param]()
-    yield made
-    await made.cleanup()
 
 
 def _stored(work: Path, kind: str) -> int:

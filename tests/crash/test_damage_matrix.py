@@ -17,11 +17,10 @@ import shutil
 import signal
 import tempfile
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from tests.crash.damage import FULL_STDOUT, LEDGER, SITES, RedisSite, Site, SQLiteSite
+from tests.crash.damage import FULL_STDOUT, LEDGER, RedisSite, Site, SQLiteSite
 from tests.crash.harness import Result, resumable
 
 from resumable.config import load_config
@@ -32,19 +31,6 @@ from resumable.durability.runs.stored import list_runs
 CRASH_AFTER = 8
 AT_CRASH: list[str] = []
 """The effects booked when the run was killed after record CRASH_AFTER (the same every time)."""
-KINDS = [
-    "file",
-    "sqlite",
-    pytest.param("postgres", marks=pytest.mark.postgres),
-    pytest.param("redis", marks=pytest.mark.redis),
-]
-
-
-@pytest.fixture(params=KINDS)
-async def site(request: pytest.FixtureRequest) -> AsyncIterator[Site]:
-    made: Site = SITES[request.param]()
-    yield made
-    await made.cleanup()
 
 
 def _ledger(work: Path) -> list[str]:

@@ -17,11 +17,9 @@ import json
 import os
 import secrets
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import pytest
-from tests.crash.damage import SITES, Site
+from tests.crash.damage import Site
 from tests.crash.harness import resumable
 
 from resumable.config.loading import load_config
@@ -60,19 +58,6 @@ PIECES = "\n".join(
 CRASH_AFTER = 24
 """The first await of the last loop: the run prints its three ``after`` lines on resume."""
 PRUNED = {"RESUMABLE_DURABILITY_SNAPSHOT_EVERY": "4", "RESUMABLE_DURABILITY_KEEP": "1"}
-KINDS = [
-    "file",
-    "sqlite",
-    pytest.param("postgres", marks=pytest.mark.postgres),
-    pytest.param("redis", marks=pytest.mark.redis),
-]
-
-
-@pytest.fixture(params=KINDS)
-async def site(request: pytest.FixtureRequest) -> AsyncIterator[Site]:
-    made: Site = SITES[request.param]()
-    yield made
-    await made.cleanup()
 
 
 def _digest(text: str) -> str:

@@ -9,11 +9,9 @@ no key of it.
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import pytest
-from tests.crash.damage import POSTGRES_URL, REDIS_URL, SITES, PostgresSite, RedisSite, Site
+from tests.crash.damage import POSTGRES_URL, REDIS_URL, PostgresSite, RedisSite, Site
 from tests.crash.harness import resumable
 
 BIG = """\
@@ -27,19 +25,6 @@ for n in range(6):
 print("held", sum(len(c) for c in chunks))
 """
 MB = 2**20
-KINDS = [
-    "file",
-    "sqlite",
-    pytest.param("postgres", marks=pytest.mark.postgres),
-    pytest.param("redis", marks=pytest.mark.redis),
-]
-
-
-@pytest.fixture(params=KINDS)
-async def site(request: pytest.FixtureRequest) -> AsyncIterator[Site]:
-    made: Site = SITES[request.param]()
-    yield made
-    await made.cleanup()
 
 
 def _bytes(work: Path, *names: str) -> int:

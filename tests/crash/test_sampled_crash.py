@@ -13,26 +13,10 @@ import os
 import random
 import signal
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import pytest
-from tests.crash.damage import FULL_STDOUT, LEDGER, SITES, Site
+from tests.crash.damage import FULL_STDOUT, LEDGER, Site
 from tests.crash.harness import resumable
-
-
-@pytest.fixture(
-    params=[
-        "file",
-        "sqlite",
-        pytest.param("postgres", marks=pytest.mark.postgres),
-        pytest.param("redis", marks=pytest.mark.redis),
-    ]
-)
-async def site(request: pytest.FixtureRequest) -> AsyncIterator[Site]:
-    made: Site = SITES[request.param]()
-    yield made
-    await made.cleanup()
 
 
 def test_kill_at_a_sampled_record_then_resume_matches_an_uninterrupted_run(
