@@ -4,9 +4,12 @@ A resume folds only what follows the newest snapshot, so a record deleted from u
 it (an SQL DELETE, a Redis sorted-set entry removed, a frame cut out of a segment) was
 once unseen. Now `runs` lists the run ``damaged`` naming the missing seq and the fork
 to take, `show` warns the same, and `resume` (with or without ``--force``) refuses with
-that one line and exit 2, the store unchanged. Snapshots deleted: a log that still
-starts at record 1 is folded again from the start (the same output, each effect once);
-one pruned behind them is refused, never replayed from where it starts.
+that one line and exit 2, the store unchanged. Every store keeps the highest seq
+pruned, so the first records deleted (or the first one a prune left) are reported
+too, while a log pruned behind a snapshot is whole and resumes. Snapshots deleted: a
+log that still starts at record 1 is folded again from the start (the same output,
+each effect once); one pruned behind them is refused, never replayed from where it
+starts.
 """
 
 from __future__ import annotations
