@@ -5,9 +5,10 @@
 
 For each store, a finished run and a run killed after record 14 (snapshots every 3
 records), then for every record in the middle of the log a fresh copy with that record
-deleted (record 1 too on PostgreSQL and Redis, which keep the highest seq pruned;
-elsewhere a log starting at 2 is taken as pruned behind a snapshot): `runs` must list it damaged naming the seq, `show` warn, `resume` and
-`resume --force` refuse with exit 2 and change nothing (tests/crash/test_damage_holes.py).
+deleted, record 1 included (every store keeps the highest seq pruned, so a log starting
+at 2 is not taken as pruned behind a snapshot): `runs` must list it damaged naming the
+seq, `show` warn, `resume` and `resume --force` refuse with exit 2 and change nothing
+(tests/crash/test_damage_holes.py).
 Prints one line per store and run: records tried, and those that were not reported.
 PostgreSQL and Redis are the servers tests/crash/damage.py names.
 """
@@ -35,8 +36,7 @@ async def sweep(kind: str, crash_after: int | None) -> tuple[int, list[int]]:
         finally:
             await probe.cleanup()
         missed = []
-        first = 1 if kind in ("postgres", "redis") else 2  # elsewhere 1 looks pruned
-        for seq in range(first, last):
+        for seq in range(1, last):
             site = SITES[kind]()
             work = base / f"seq{seq}"
             try:
@@ -47,7 +47,7 @@ async def sweep(kind: str, crash_after: int | None) -> tuple[int, list[int]]:
                 missed.append(seq)
             finally:
                 await site.cleanup()
-        return last - first, missed
+        return last - 1, missed
 
 
 def main(kinds: list[str]) -> int:

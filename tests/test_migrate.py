@@ -25,6 +25,7 @@ from resumable.fleet.migrate import MIGRATING, MigrationReport, migrate
 from resumable.store import open_store
 from resumable.store.base import CheckpointStore, ReadResult, RunMeta, RunStatus, StoredRecord
 from resumable.store.filesystem import FileStore
+from resumable.store.holes import log_extent, log_gap
 from resumable.store.urls import parse_store_url
 
 SECRET = "the-launch-code-is-7781"
@@ -210,6 +211,9 @@ async def test_a_pruned_run_keeps_its_snapshot_and_the_blob_only_the_snapshot_na
 
     assert (report.runs, report.blobs, report.snapshots) == (["pruned"], 1, 1)
     await assert_copied(spec, dst, src)
+    # The copy starts at 6 on purpose: its floor says so, and it is not listed damaged.
+    assert await log_gap(dst.store, "pruned") is None
+    assert (await log_extent(dst.store, "pruned")).floor == 5
 
 
 async def test_only_the_runs_asked_for_are_copied(src: Site, dst: Site) -> None:

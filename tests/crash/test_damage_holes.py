@@ -4,9 +4,12 @@ A resume folds only what follows the newest snapshot, so a record deleted from u
 it (an SQL DELETE, a Redis sorted-set entry removed, a frame cut out of a segment) was
 once unseen. Now `runs` lists the run ``damaged`` naming the missing seq and the fork
 to take, `show` warns the same, and `resume` (with or without ``--force``) refuses with
-that one line and exit 2, the store unchanged. Snapshots deleted: a log that still
-starts at record 1 is folded again from the start (the same output, each effect once);
-one pruned behind them is refused, never replayed from where it starts.
+that one line and exit 2, the store unchanged. Every store keeps the highest seq
+pruned, so the first records deleted (or the first one a prune left) are reported
+too, while a log pruned behind a snapshot is whole and resumes. Snapshots deleted: a
+log that still starts at record 1 is folded again from the start (the same output,
+each effect once); one pruned behind them is refused, never replayed from where it
+starts.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ KINDS = [
     pytest.param("redis", marks=pytest.mark.redis),
 ]
 SNAPSHOTS = {"RESUMABLE_DURABILITY_SNAPSHOT_EVERY": "3"}
+PRUNED = {**SNAPSHOTS, "RESUMABLE_DURABILITY_KEEP": "1"}
 TRIALS = 4
 """Random records deleted per store in the sampled matrix (scripts/damage_holes.py: all)."""
 
@@ -74,14 +78,17 @@ def _refused(result: Result, line: str) -> None:
     assert errors == [f"resumable: error: {line}"], result.stderr
 
 
-async def _check_reported(site: Site, work: Path, run_id: str, seq: int) -> None:
+async def _check_reported(
+    site: Site, work: Path, run_id: str, seq: int, last: int | None = None
+) -> None:
     """`runs` and `show` name the hole, `resume` and `resume --force` refuse, nothing changes."""
     ledger, seqs = _ledger(work), await _seqs(work, run_id)
     listed = resumable(["runs", "--json"], work)
     assert listed.code == 0, listed.stderr
     (row,) = [r for r in json.loads(listed.stdout) if r["run_id"] == run_id]
     assert row["status"] == "damaged"
-    assert f"run {run_id}: record {seq} is missing from the middle of its log" in row["problem"]
+    span = f"record {seq} is" if last in (None, seq) else f"records {seq}-{last} are"
+    assert f"run {run_id}: {span} missing from the middle of its log" in row["problem"]
     assert f"resumable fork {run_id} --at {seq - 1}" in row["problem"]
     shown = resumable(["show", run_id], work)
     assert shown.code == 0, shown.stderr
@@ -102,22 +109,46 @@ async def test_a_record_lost_below_the_snapshot_is_listed_shown_and_refused(
     await _check_reported(site, tmp_path, run_id, seq)
 
 
-@pytest.mark.parametrize(
-    "kind",
-    [
-        pytest.param("postgres", marks=pytest.mark.postgres),
-        pytest.param("redis", marks=pytest.mark.redis),
-    ],
-)
-async def test_the_first_record_lost_is_told_from_a_pruned_start(kind: str, tmp_path: Path) -> None:
-    """PostgreSQL and Redis keep the highest seq pruned: a log starting at 2 lost record 1."""
-    site = SITES[kind]()
-    try:
-        run_id = _run(site, tmp_path, SNAPSHOTS, None)
-        await site.delete(tmp_path, run_id, [1])
-        await _check_reported(site, tmp_path, run_id, 1)
-    finally:
-        await site.cleanup()
+@pytest.mark.parametrize("crash_after", [None, 14], ids=["finished", "crashed"])
+@pytest.mark.parametrize("seqs", [[1], [1, 2, 3]], ids=["record-1", "records-1-3"])
+async def test_the_first_records_lost_are_told_from_a_pruned_start(
+    site: Site, tmp_path: Path, crash_after: int | None, seqs: list[int]
+) -> None:
+    """Every store keeps the highest seq pruned: a log starting at 2 (or 4) lost its start."""
+    run_id = _run(site, tmp_path, SNAPSHOTS, crash_after)
+    await site.delete(tmp_path, run_id, seqs)
+    await _check_reported(site, tmp_path, run_id, seqs[0], seqs[-1])
+
+
+async def test_a_pruned_run_is_whole_and_resumes(site: Site, tmp_path: Path) -> None:
+    """Records pruned behind a snapshot are no loss: listed, shown and resumed as usual."""
+    run_id = _run(site, tmp_path, PRUNED, 14)
+    crashed_out = "".join(f"did {n}\n" for n in range(len(_ledger(tmp_path))))
+    assert (await _seqs(tmp_path, run_id))[0] > 1, "nothing was pruned"
+    listed = resumable(["runs", "--json"], tmp_path)
+    (row,) = [r for r in json.loads(listed.stdout) if r["run_id"] == run_id]
+    assert row["status"] == "crashed", row
+    shown = resumable(["show", run_id], tmp_path)
+    assert shown.code == 0, shown.stderr
+    assert "warning" not in shown.stderr
+    resumed = resumable(["resume", run_id], tmp_path, env=PRUNED)
+    assert resumed.code == 0, resumed.stderr
+    assert crashed_out + resumed.stdout == FULL_STDOUT
+    assert _ledger(tmp_path) == LEDGER
+    listed = resumable(["runs", "--json"], tmp_path)
+    (row,) = [r for r in json.loads(listed.stdout) if r["run_id"] == run_id]
+    assert row["status"] == "completed", row
+
+
+@pytest.mark.parametrize("crash_after", [None, 14], ids=["finished", "crashed"])
+async def test_the_first_record_left_by_pruning_lost_is_reported(
+    site: Site, tmp_path: Path, crash_after: int | None
+) -> None:
+    run_id = _run(site, tmp_path, PRUNED, crash_after)
+    first = (await _seqs(tmp_path, run_id))[0]
+    assert first > 1, "nothing was pruned"
+    await site.delete(tmp_path, run_id, [first])
+    await _check_reported(site, tmp_path, run_id, first)
 
 
 async def test_a_random_record_lost_is_always_reported(site: Site, tmp_path: Path) -> None:
@@ -152,12 +183,11 @@ async def test_deleted_snapshots_are_folded_again_from_the_start(
 async def test_deleted_snapshots_a_log_was_pruned_behind_are_refused(
     site: Site, tmp_path: Path
 ) -> None:
-    pruned = {**SNAPSHOTS, "RESUMABLE_DURABILITY_KEEP": "1"}
-    run_id = _run(site, tmp_path, pruned, 14)
+    run_id = _run(site, tmp_path, PRUNED, 14)
     ledger, seqs = _ledger(tmp_path), await _seqs(tmp_path, run_id)
     assert seqs[0] > 1, "nothing was pruned"
     await site.delete_snaps(tmp_path, run_id)
-    refused = resumable(["resume", run_id], tmp_path, env=pruned)
+    refused = resumable(["resume", run_id], tmp_path, env=PRUNED)
     assert refused.code == 2, refused.stderr
     assert f"run {run_id}: records 1-{seqs[0] - 1} are not in its log" in refused.stderr
     assert "no snapshot stands for them" in refused.stderr

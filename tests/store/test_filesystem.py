@@ -270,6 +270,7 @@ async def test_meta_is_replaced_whole_or_not_at_all(
 
     assert (await store.get_meta("run-1")).extra == {"v": 1}
     assert sorted(p.name for p in run_dir(store).iterdir() if p.is_file()) == [
+        "floor",
         "lock",
         "meta.json",
         "meta.lock",

@@ -7,10 +7,12 @@ cheaply say so with ``log_extent`` (first seq, last seq, count, high-water mark)
 others are read. The log is read only when the extent shows a gap, to name it.
 
 A log whose start was pruned behind a snapshot starts after 1: that is whole as long
-as a snapshot covers the records before its first one. PostgreSQL and Redis also keep
-the highest seq pruned (``floor``), so a first record deleted by hand is told from a
-pruned one; the folder and SQLite stores take any start a snapshot covers. A snapshot
-the log relies on that is gone is reported as the records it stood for being missing.
+as a snapshot covers the records before its first one. Every store also keeps the
+highest seq pruned (``floor``, written before or with the deletion), so a first record
+deleted by hand is told from a pruned one. Runs the folder and SQLite stores wrote
+before they kept it have none (None): for them any start a snapshot covers is taken as
+pruned. A snapshot the log relies on that is gone is reported as the records it stood
+for being missing.
 """
 
 from __future__ import annotations

@@ -32,10 +32,10 @@ from resumable.errors import (
 )
 from resumable.store.base import Lease, ReadResult, RunMeta, RunSummary, StoredRecord, check_seqs
 from resumable.store.common import RUN_ID, check_run_id
-from resumable.store.filesystem.owner import OwnedRun, busy_error, is_locked, try_lock
+from resumable.store.filesystem.owner import OwnedRun, busy_error, is_locked
 from resumable.store.filesystem.preallocate import open_segment_file, release_tail
+from resumable.store.filesystem.pruning import FLOOR, prune_log, raise_floor
 from resumable.store.filesystem.segments import (
-    drop_covered,
     encode_frames,
     fsync_dir,
     fsync_file,
@@ -47,7 +47,7 @@ from resumable.store.filesystem.segments import (
     write_atomic,
     write_new,
 )
-from resumable.store.heads import open_head, read_head, store_head
+from resumable.store.heads import encode_head, open_head, read_head, store_head
 from resumable.store.meta_check import check_meta_json
 
 _DIGEST = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,199}")
@@ -164,6 +164,7 @@ class RunFolders:
             for sub in ("log", "snapshots", "blobs"):
                 (tmp / sub).mkdir(mode=0o700)
             write_new(tmp / "lock", b"", fsync=False)
+            write_new(tmp / FLOOR, encode_head(0), fsync=False)  # lost: unknown, as if old
             write_new(tmp / "meta.json", _meta_bytes(meta), fsync=True)
             fsync_dir(tmp)
             os.rename(tmp, target)
@@ -267,7 +268,10 @@ class RunFolders:
         self._check_epoch(run_dir, lease)
         if not records:
             return
-        check_seqs(records, newest_seq(run_dir))
+        last = newest_seq(run_dir)
+        check_seqs(records, last)
+        if last == 0 and records[0].seq > 1:  # a log that starts later (a migrated run)
+            raise_floor(run_dir, records[0].seq - 1, fsync=self.sync == "fsync")
         path = run_dir / "log" / f"{records[0].seq:020d}.seg"
         frames = encode_frames(records)
         fd, size, capacity = open_segment_file(path, len(frames))
@@ -327,23 +331,7 @@ class RunFolders:
 
     def _prune(self, run_dir: Path, keep: int, owned_here: bool) -> int:
         self._require(run_dir)
-        snaps = list_snapshots(run_dir)
-        if len(snaps) <= keep:
-            return 0
-        oldest_kept = snaps[-keep]
-        fsync = self.sync == "fsync"
-        for seq in snaps[:-keep]:
-            (run_dir / "snapshots" / f"{seq:020d}.snap").unlink(missing_ok=True)
-        probe = None if owned_here else try_lock(run_dir / "lock")
-        try:
-            may_touch_newest = owned_here or probe is not None
-            dropped = drop_covered(run_dir / "log", oldest_kept, may_touch_newest, fsync)
-        finally:
-            if probe is not None:
-                os.close(probe)
-        if fsync:
-            fsync_dir(run_dir / "snapshots")
-        return dropped
+        return prune_log(run_dir, keep, owned_here, fsync=self.sync == "fsync")
 
     def _list_runs(self) -> list[RunSummary]:
         self._ensure_root()

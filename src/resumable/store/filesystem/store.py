@@ -5,12 +5,13 @@ Layout under ``root`` (folders 0700, files 0600)::
     key                                  random MAC key, created on first use
     runs/<run_id>/meta.json              replaced atomically (temp, fsync, rename, fsync dir)
     runs/<run_id>/head                   the last acknowledged seq (:mod:`resumable.store.heads`)
+    runs/<run_id>/floor                  the highest seq pruned (:mod:`resumable.store.filesystem.pruning`)
     runs/<run_id>/log/<first_seq>.seg    preallocated segments; a new one per snapshot, owner, 1 MiB
     runs/<run_id>/snapshots/<seq>.snap
     runs/<run_id>/blobs/<digest>         written once (temp + rename); deleted by ``gc`` once
                                          nothing kept refers to them (:mod:`.blobs`)
     runs/<run_id>/quarantine/            torn or corrupt log tails, moved aside, never deleted
-    runs/<run_id>/lock                   flock held by the owner; meta.lock serialises meta updates
+    runs/<run_id>/lock                   flock held by the owner; meta.lock serialises meta updates and prunes
 
 The log's framing, scanning and repair are in :mod:`resumable.store.filesystem.segments`, the
 blocking work on run folders in :mod:`resumable.store.filesystem.folders` and the
@@ -48,6 +49,7 @@ from resumable.store.filesystem.background_fsync import FsyncInProgress, start_f
 from resumable.store.filesystem.blobs import delete_blob_files, list_blob_files
 from resumable.store.filesystem.folders import RunFolders
 from resumable.store.filesystem.owner import OwnedRun, busy_error
+from resumable.store.filesystem.pruning import FLOOR, raise_floor, read_floor
 from resumable.store.filesystem.segments import (
     HEADER_BYTES,
     encode_frames,
@@ -56,6 +58,7 @@ from resumable.store.filesystem.segments import (
     write_atomic,
 )
 from resumable.store.heads import write_head
+from resumable.store.holes import LogExtent
 
 __all__ = ["HEADER_BYTES", "FileStore", "encode_frames", "scan_frames"]
 
@@ -204,6 +207,11 @@ class FileStore(RunFolders, ClosedOnExit):
         if syncing is not None:
             syncing.wait()
         check_seqs(records, owned.last_seq)
+        if owned.last_seq == 0 and records[0].seq > 1:  # a log that starts later (migrated)
+            try:
+                raise_floor(owned.log_dir.parent, records[0].seq - 1, fsync=self.sync == "fsync")
+            except OSError as exc:
+                raise self._error(exc, owned.log_dir.parent / FLOOR) from exc
         frames = encode_frames(records)
         try:
             created = owned.write(frames, records[0].seq)
@@ -215,6 +223,18 @@ class FileStore(RunFolders, ClosedOnExit):
 
     async def read(self, run_id: str, after_seq: int = 0) -> ReadResult:
         return await self._io(self._read, self._run_dir(run_id), after_seq)
+
+    async def log_extent(self, run_id: str) -> LogExtent:
+        """The log read and counted, with its floor (``holes.log_gap``)."""
+        return await self._io(self._log_extent, self._run_dir(run_id))
+
+    def _log_extent(self, run_dir: Path) -> LogExtent:
+        result = self._read(run_dir, 0)
+        floor = read_floor(run_dir)  # after the log: a prune raises it before dropping
+        seqs = [r.seq for r in result.records]
+        if not seqs:
+            return LogExtent(None, None, 0, result.high_water, floor)
+        return LogExtent(seqs[0], seqs[-1], len(seqs), result.high_water, floor)
 
     # -- blobs ----------------------------------------------------------------------
     async def put_blob(self, run_id: str, digest: str, data: bytes) -> None:

@@ -1,4 +1,9 @@
-"""Blobs and snapshots of the SQLite store, and pruning the log behind a snapshot."""
+"""Blobs and snapshots of the SQLite store, and pruning the log behind a snapshot.
+
+Pruning raises the run's ``seq_floor`` (the highest seq pruned away) in the transaction
+that deletes the records, so a log that starts after ``seq_floor + 1`` lost its first
+records to something else (``holes.log_gap``).
+"""
 
 from __future__ import annotations
 
@@ -121,6 +126,11 @@ class SQLiteBlobs(SQLiteConnection):
             ).fetchone()
             if row is None:
                 return 0
+            # The floor in the same transaction as the deletion: never one without the other.
+            db.execute(
+                "UPDATE runs SET seq_floor=max(coalesce(seq_floor, 0), ?) WHERE run_id=?",
+                (row[0], run_id),
+            )
             db.execute("DELETE FROM snapshots WHERE run_id=? AND seq<=?", (run_id, row[0]))
             return db.execute(
                 "DELETE FROM records WHERE run_id=? AND seq<=?", (run_id, row[0])

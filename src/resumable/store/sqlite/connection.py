@@ -30,10 +30,13 @@ from resumable.errors import (
 from resumable.store.common import not_found
 from resumable.store.heads import read_head
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 SYNC_PRAGMAS = {"fsync": "FULL", "flush": "NORMAL"}
 
-_SCHEMA = """
+# Migrations by the version they lead to: a new file runs them all, an older one the
+# rest, in the transaction that reads its version.
+MIGRATIONS = {
+    1: """
 CREATE TABLE settings (name TEXT PRIMARY KEY, value BLOB NOT NULL);
 CREATE TABLE runs (
     run_id TEXT PRIMARY KEY,
@@ -66,7 +69,12 @@ CREATE TABLE snapshots (
     data BLOB NOT NULL,
     PRIMARY KEY (run_id, seq)
 );
-"""
+""",
+    # Version 2 keeps the highest seq pruned away, so a log that starts after it lost its
+    # first records (``holes.log_gap``). Runs written before have none (NULL: unknown, a
+    # start a snapshot covers is taken as pruned); a new run starts at 0.
+    2: "ALTER TABLE runs ADD COLUMN seq_floor INTEGER",
+}
 
 RUN_COLUMNS = (
     "run_id, meta, status, created_at, updated_at, epoch, owner, lease_expires_at, "
@@ -87,6 +95,8 @@ class SQLiteConnection:
     _conn: sqlite3.Connection | None
     _executor: ThreadPoolExecutor | None
     _mac_key: bytes | None
+    _version = SCHEMA_VERSION
+    """The schema version of the open file (older only when opened to be read)."""
 
     read_only = False
     """Opened only to be read (``mode=ro``): no schema, no WAL switch, no key made."""
@@ -121,11 +131,13 @@ class SQLiteConnection:
         with self._transaction() as db:
             version = db.execute("PRAGMA user_version").fetchone()[0]
             self._refuse_newer(version)
-            if version == 0:
+            for target in range(version + 1, SCHEMA_VERSION + 1):
                 # Not executescript: it would commit the open transaction first.
-                for statement in filter(str.strip, _SCHEMA.split(";")):
+                for statement in filter(str.strip, MIGRATIONS[target].split(";")):
                     db.execute(statement)
+            if version < SCHEMA_VERSION:
                 db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        self._version = SCHEMA_VERSION
 
     def _refuse_newer(self, version: int) -> None:
         if version > SCHEMA_VERSION:
@@ -164,6 +176,7 @@ class SQLiteConnection:
             ) from err
         self._conn = conn
         self._refuse_newer(version)
+        self._version = version  # not migrated: only read
         if version == 0:
             raise UsageError(
                 f"{self.path} is not a resumable SQLite store (it has no runs table); check "

@@ -134,8 +134,8 @@ class SQLiteStore(SQLiteBlobs, SQLiteLeases, ClosedOnExit):
         with self._transaction() as db:
             try:
                 db.execute(
-                    "INSERT INTO runs (run_id, meta, status, created_at, updated_at) "
-                    "VALUES (?, ?, ?, ?, ?)",
+                    "INSERT INTO runs (run_id, meta, status, created_at, updated_at, seq_floor) "
+                    "VALUES (?, ?, ?, ?, ?, 0)",
                     (meta.run_id, meta_json(meta), meta.status, meta.created_at, meta.updated_at),
                 )
             except sqlite3.IntegrityError:
@@ -252,15 +252,25 @@ class SQLiteStore(SQLiteBlobs, SQLiteLeases, ClosedOnExit):
         return outcomes
 
     def _append_one(self, db: sqlite3.Connection, item: PendingAppend) -> None:
-        row = db.execute("SELECT epoch FROM runs WHERE run_id=?", (item.run_id,)).fetchone()
+        row = db.execute(
+            "SELECT epoch, last_seq FROM runs WHERE run_id=?", (item.run_id,)
+        ).fetchone()
         if row is None:
             raise self._not_found(item.run_id)
         check_fence(item.run_id, item.lease, row[0], self.url)
         # The log's own last seq (a pruned log's is its newest snapshot's), not the
         # high-water mark: after a loss accepted by the user the run goes on from there.
-        check_seqs(item.records, self._last_seq(db, item.run_id))
+        last = self._last_seq(db, item.run_id)
+        check_seqs(item.records, last)
         if not item.records:
             return
+        if row[1] == 0 and last == 0 and item.records[0].seq > 1:
+            # A log that starts later (a pruned run copied by `resumable migrate`): the
+            # records before were never written here, which is not a loss.
+            db.execute(
+                "UPDATE runs SET seq_floor=max(coalesce(seq_floor, 0), ?) WHERE run_id=?",
+                (item.records[0].seq - 1, item.run_id),
+            )
         db.executemany(
             "INSERT INTO records (run_id, seq, epoch, data) VALUES (?, ?, ?, ?)",
             [(item.run_id, r.seq, r.epoch, r.data) for r in item.records],
@@ -302,13 +312,15 @@ class SQLiteStore(SQLiteBlobs, SQLiteLeases, ClosedOnExit):
         return await self._call(self._log_extent, run_id)
 
     def _log_extent(self, run_id: str) -> LogExtent:
+        floor = "seq_floor" if self._version >= 2 else "NULL"  # an old file, only read
         rows, high_water = self._of_run(
             run_id,
-            "SELECT min(seq), max(seq), count(*) FROM records WHERE run_id=?",
+            f"SELECT min(seq), max(seq), count(*), (SELECT {floor} FROM runs WHERE run_id=?1) "
+            "FROM records WHERE run_id=?1",
             (run_id,),
         )
-        first, last, count = rows[0]
-        return LogExtent(first, last, int(count), high_water)
+        first, last, count, pruned = rows[0]
+        return LogExtent(first, last, int(count), high_water, pruned)
 
     @staticmethod
     def _last_seq(db: sqlite3.Connection, run_id: str) -> int:
