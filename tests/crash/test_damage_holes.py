@@ -18,7 +18,6 @@ import json
 import random
 import secrets
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -28,23 +27,10 @@ from tests.crash.harness import Result, resumable
 from resumable.config import load_config
 from resumable.durability.runs.session import store_for
 
-KINDS = [
-    "file",
-    "sqlite",
-    pytest.param("postgres", marks=pytest.mark.postgres),
-    pytest.param("redis", marks=pytest.mark.redis),
-]
 SNAPSHOTS = {"RESUMABLE_DURABILITY_SNAPSHOT_EVERY": "3"}
 PRUNED = {**SNAPSHOTS, "RESUMABLE_DURABILITY_KEEP": "1"}
 TRIALS = 4
 """Random records deleted per store in the sampled matrix (scripts/damage_holes.py: all)."""
-
-
-@pytest.fixture(params=KINDS)
-async def site(request: pytest.FixtureRequest) -> AsyncIterator[Site]:
-    made: Site = SITES[request.param]()
-    yield made
-    await made.cleanup()
 
 
 def _ledger(work: Path) -> list[str]:
