@@ -23,6 +23,7 @@ def _state() -> RunState:
         playbook="Ask",
         parent="main",
         args=b"args",
+        args_blobs=["blob-2"],
         turns=[
             TurnState(0, ["await Step(", '"Ask:01")'], True, [["user", "go"]], [9, 4], 80.0, 1),
             TurnState(1, ["x = 1"], False, [["user", "on"]], [3, 1], 120.5, 1, 2, 3),
@@ -44,6 +45,7 @@ def _state() -> RunState:
         errors=[{"message": "boom", "traceback": "..."}],
         returned=True,
         result=b"result",
+        result_blobs=["blob-3"],
         last_seq=33,
         agent=b"agent of the frame",
     )
@@ -94,3 +96,13 @@ def test_a_snapshot_reads_back_the_state_it_was_written_from() -> None:
     read = state_from_dict(msgpack.unpackb(packed, raw=False))  # as a resume reads it
     assert read == state
     assert read.frames["main/1.0"].turns[0].chunks == ['await Step("Ask:01")']
+
+
+def test_a_snapshot_from_before_the_blobs_of_calls_and_returns_reads_them_as_none() -> None:
+    data = state_to_dict(_state())
+    for frame in data["frames"]:
+        del frame["args_blobs"], frame["result_blobs"]
+    read = state_from_dict(data)
+    frame = read.frames["main/1.0"]
+    assert (frame.args_blobs, frame.result_blobs) == ([], [])
+    assert frame.result == b"result"

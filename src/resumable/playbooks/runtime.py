@@ -21,7 +21,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from resumable.config import Config
-from resumable.durability.capture.snapshot import Snapshotter
+from resumable.durability.capture.snapshot import (
+    Pickled,
+    ReducerRegistry,
+    Snapshotter,
+    default_registry,
+)
 from resumable.durability.effects.keys import flight_key
 from resumable.durability.log.run_state import FrameState
 from resumable.durability.replay.interleaving import replay_order
@@ -108,7 +113,7 @@ class PlaybookRuntime:
         )
         state = session.state
         # agent state is small and pickled whole: no blobs to fetch before it is loaded
-        self._agent_pickler = Snapshotter(blob_threshold=1 << 62)
+        self._agent_pickler = Snapshotter(blob_threshold=1 << 62, reducers=_agent_registry())
         self._agent_pickle = state.agent
         self.agent = AgentState(
             {}
@@ -239,7 +244,7 @@ class PlaybookRuntime:
         if frame is None or frame.playbook is None:
             pickled = session.snapshotter.dumps_value(args, {})
             body = {"playbook": name, "parent": parent, "args": pickled.data}
-            await manager.write("frame", frame_id, body | await self._agent_changes())
+            await self._write_valued("frame", frame_id, body, pickled)
             frame = session.state.frame(frame_id)
         else:
             if parent is None or frame.ns is not None or frame.window is None:
@@ -250,6 +255,7 @@ class PlaybookRuntime:
                 self.output.seek(frame.output)  # where the frame stood (or returned)
             if frame.returned and frame.window is None:
                 self._maybe_live(frame, replaying=False)
+                await session.preload_blobs(frame.result_blobs)
                 return self._load(frame.result)
         namespace, exclude = self._namespace(spec, frame_id, args)
         await session.restore_frame(frame, namespace)
@@ -280,11 +286,20 @@ class PlaybookRuntime:
         except PlaybookReturn as done:
             if not frame.returned:  # else replay ran it again, beside the program's tasks
                 pickled = session.snapshotter.dumps_value(done.value, namespace)
-                body = {"v": pickled.data} | await self._agent_changes()
-                await manager.write("return", frame_id, body)
+                await self._write_valued("return", frame_id, {"v": pickled.data}, pickled)
             return done.value
         finally:
             self._current.reset(token)
+
+    async def _write_valued(
+        self, kind: str, frame_id: str, body: dict[str, Any], pickled: Pickled
+    ) -> None:
+        """Write a record holding a pickled value: the blobs it refers to are stored
+        first and listed in it (``b``), so a resume or a fork can fetch them."""
+        await self.session.manager.put_blobs(pickled.new_blobs)
+        if pickled.blobs:
+            body["b"] = sorted(pickled.blobs)
+        await self.session.manager.write(kind, frame_id, body | await self._agent_changes())
 
     async def _agent_changes(self) -> dict[str, Any]:
         """The agent state for a boundary record, if the statement changed it."""
@@ -335,6 +350,15 @@ class PlaybookRuntime:
         return self.session.snapshotter.loads_value(
             data, load_blob=self.session.manager.load_blob_sync, ns={}
         )
+
+
+def _agent_registry() -> ReducerRegistry:
+    """The reducers of the default registry without its external codecs: agent state is
+    pickled whole into the records, so a registered external type is pickled there by value
+    (its reducer, or pickle's own way), never as a blob the records would have to carry."""
+    registry = ReducerRegistry()
+    registry.reducers = default_registry.reducers  # the same dict: later registrations count
+    return registry
 
 
 def _no_blob(digest: str) -> bytes:

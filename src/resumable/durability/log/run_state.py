@@ -9,8 +9,9 @@ Record kinds and their bodies (short keys: they are written at every await):
 
 =========  ================================================================
 run        program, kind, source (the exact text that runs), entry
-frame      playbook, parent, key (the parent's await key), args (pickle), agent
-           (agent-wide state, when the caller's statement changed it)
+frame      playbook, parent, key (the parent's await key), args (pickle), b (blobs
+           the pickle refers to), agent (agent-wide state, when the caller's
+           statement changed it)
 turn       t (turn index), prompt (messages), rf (version of the reply filter the
            response goes through; absent: none, the response is run as received),
            fix (replies in a row before this one that failed: errors, no code)
@@ -31,7 +32,8 @@ stmt       t, i, end (offset after the statement in the text the executor ran:
            the statement changed it), tn (tasks the program has spawned unnamed so
            far, when it changed: the next one is Task-(tn+2)), live (a task the
            frame spawned is still running: no namespace, see ``window``)
-return     v (pickle of the frame's return value), agent (as in stmt)
+return     v (pickle of the frame's return value), b (blobs it refers to), agent (as
+           in stmt)
 status     status, detail (waiting question, failure message, ...)
 ask        key (the await's idempotency key), kind, prompt, timeout, at
 answer     key, value (the human's text)
@@ -96,6 +98,7 @@ class FrameState:
     playbook: str | None = None
     parent: str | None = None
     args: bytes | None = None
+    args_blobs: list[str] = field(default_factory=list)
     turns: list[TurnState] = field(default_factory=list)
     turn: int = -1
     next_index: int = 0
@@ -123,6 +126,8 @@ class FrameState:
     errors: list[dict[str, Any]] = field(default_factory=list)
     returned: bool = False
     result: bytes | None = None
+    result_blobs: list[str] = field(default_factory=list)
+    """Blobs the pickle of the return value refers to (a resume loads it from the log)."""
     last_seq: int = 0
     agent: bytes | None = None
     """Agent-wide state as of the frame's newest boundary (or its call, or its return):
@@ -273,11 +278,13 @@ class RunState:
             frame.playbook = body.get("playbook")
             frame.parent = body.get("parent")
             frame.args = body.get("args")
+            frame.args_blobs = list(body.get("b") or ())
             frame.agent = self._agent_of(body)
         elif kind == "return":
             frame = self.frame(record.frame)
             frame.returned = True
             frame.result = body.get("v")
+            frame.result_blobs = list(body.get("b") or ())
             frame.agent = self._agent_of(body)
         elif kind == "run":
             self.run_id = record.run_id

@@ -11,7 +11,7 @@ import contextlib
 import secrets
 import time
 import warnings
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -297,19 +297,17 @@ class RunSession:
             self.lease = self.manager.lease = lease
 
     async def restore_frame(self, frame: FrameState, into: dict[str, Any]) -> None:
-        """Fill ``into`` with the frame's namespace at its last finished statement.
-
-        The blobs it and the journal of its statement in progress refer to are fetched
-        and verified first, since unpickling (which is synchronous) reads them.
-        """
-        wanted = {d: None for d in (*frame.ns_blobs, *frame.journal_blobs()) if d}
-        found: dict[str, bytes] = {}
-        for digest in wanted:
-            sealed = await self.store.get_blob(self.run_id, digest)
-            found[digest] = self.codec.open_blob(self.run_id, digest, sealed)
-        self.manager.preload_blobs(found)
+        """Fill ``into`` with the frame's namespace at its last finished statement, once the
+        blobs it and the journal of its statement in progress refer to are preloaded."""
+        await self.preload_blobs((*frame.ns_blobs, *frame.journal_blobs()))
         if frame.ns is not None:
             self.snapshotter.restore(frame.ns, load_blob=self.manager.load_blob_sync, into=into)
+
+    async def preload_blobs(self, digests: Iterable[str]) -> None:
+        """Fetch and open blobs a pickle about to be loaded refers to (unpickling is sync)."""
+        for digest in dict.fromkeys(d for d in digests if d):
+            sealed = await self.store.get_blob(self.run_id, digest)
+            self.manager.preload_blobs({digest: self.codec.open_blob(self.run_id, digest, sealed)})
 
     async def set_status(self, status: RunStatus, detail: dict[str, Any] | None = None) -> None:
         await self.manager.write("status", "main", {"status": status, "detail": detail or {}})
