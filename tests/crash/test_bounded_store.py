@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from tests.crash.damage import SITES, Site
 from tests.crash.harness import resumable, start, wait_for_file
+from tests.replay.test_random_kills import check_effects
 
 LIVE = 100 * 1024
 KB, MB = 1024, 1024 * 1024
@@ -31,7 +32,7 @@ import resumable
 @resumable.step
 def book(n, size):
     with open("effects.log", "a") as ledger:
-        ledger.write(f"effect {n} {size}\\n")
+        ledger.write(f"effect {n} {size}\\t{resumable.idempotency_key()}\\n")
 
 
 table = {i: f"{i:090d}" for i in range(3000)}
@@ -91,23 +92,25 @@ def test_a_statement_beside_a_large_value_writes_kilobytes(tmp_path: Path) -> No
 
 
 def test_a_large_mutated_state_resumes_exactly_after_kills(site: Site, tmp_path: Path) -> None:
+    """A kill by the crash hook (at a safe point) loses and repeats nothing. A kill from
+    outside may also repeat the step in flight (under its idempotency key) and, on a store
+    whose commit is acknowledged through the event loop (SQLite, PostgreSQL, Redis), lose
+    the lines held for the one batch whose acknowledgment it interrupted (durability.md,
+    "Output, exactly once"); never more, and no line twice."""
     seed = int(os.environ.get("RESUMABLE_TEST_SEED") or random.randrange(1 << 30))
     rng = random.Random(seed)
     site.prepare(tmp_path)
     (tmp_path / "large.py").write_text(LARGE_STATE)
     whole = resumable(["exec", "large.py", "--run-id", "whole"], tmp_path, timeout=120)
     assert whole.code == 0, whole.stderr
-    ledger = (tmp_path / "effects.log").read_text()
+    expected = [line.split("\t")[0] for line in _ledger(tmp_path)]
     for trial in range(3):
         (tmp_path / "effects.log").unlink()
         run_id = f"r{trial}"
         if trial == 0:
             point = str(rng.randrange(2, 60))
-            killed = resumable(
-                ["exec", "large.py", "--run-id", run_id],
-                tmp_path,
-                env={"RESUMABLE_CRASH_AFTER": point},
-            )
+            crash = {"RESUMABLE_CRASH_AFTER": point}
+            killed = resumable(["exec", "large.py", "--run-id", run_id], tmp_path, env=crash)
             assert killed.code == -signal.SIGKILL, (seed, killed.stderr)
             printed = killed.stdout
         else:  # from outside, at a moment no safe point chooses
@@ -122,5 +125,24 @@ def test_a_large_mutated_state_resumes_exactly_after_kills(site: Site, tmp_path:
         time.sleep(site.lease_seconds)
         resumed = resumable(["resume", run_id], tmp_path, timeout=120)
         assert resumed.code == 0, (seed, trial, resumed.stderr)
-        assert printed + resumed.stdout == whole.stdout, (seed, trial)
-        assert (tmp_path / "effects.log").read_text() == ledger, (seed, trial)
+        got = printed + resumed.stdout
+        if trial == 0 or site.kind == "file":
+            assert got == whole.stdout, (seed, trial)
+        else:
+            _one_batch_at_most_lost(got, whole.stdout, (seed, trial))
+        check_effects(_ledger(tmp_path), int(trial > 0), expected)
+
+
+def _ledger(work: Path) -> list[str]:
+    return (work / "effects.log").read_text().splitlines()
+
+
+def _one_batch_at_most_lost(got: str, want: str, context: object) -> None:
+    """``got`` is ``want`` with at most one run of consecutive lines missing."""
+    have, full = got.splitlines(), want.splitlines()
+    start = 0
+    while start < len(have) and have[start] == full[start]:
+        start += 1
+    missing = len(full) - len(have)
+    assert 0 <= missing <= 2, (context, missing)  # the lines one batch holds here
+    assert have[start:] == full[start + missing :], context
