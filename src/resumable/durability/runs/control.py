@@ -138,6 +138,18 @@ def cancel_reason(meta: RunMeta) -> str:
     return str(request.get("reason") or "") if isinstance(request, dict) else ""
 
 
+def raise_if_cancelled() -> None:
+    """Re-raise a cancellation a store's driver turned into an error of its own.
+
+    redis-py, cancelled inside a command, can drop the connection and raise a connection
+    error instead: a loop that retries on store errors would then sleep on with its
+    cancellation spent, and whoever awaits it (``RunSession.close``) would wait forever.
+    """
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
+
+
 async def watch_for_cancel(session: HeldRun, every: float = WATCH_SECONDS) -> None:
     """Beside a live run: once its metadata carries a cancel request, stop it at the next await."""
     while True:
@@ -145,6 +157,7 @@ async def watch_for_cancel(session: HeldRun, every: float = WATCH_SECONDS) -> No
         try:
             meta = await session.store.get_meta(session.run_id)
         except ResumableError:
+            raise_if_cancelled()
             continue  # a passing outage; the request is still there next time
         reason = cancel_requested(meta)
         if reason is not None:

@@ -291,6 +291,7 @@ class RunSession:
             except FencedError:
                 return  # the next append is refused with the same error
             except StoreError as exc:  # a passing outage: try again; the lease has some time
+                control.raise_if_cancelled()
                 self.manager.renewal_failed = exc  # left (if not, the run stops: see settle)
                 continue
             self.manager.renewal_failed = None
