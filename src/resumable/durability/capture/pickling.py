@@ -31,6 +31,7 @@ from resumable.durability.capture.caches import make_lru_cache, reduce_cache
 from resumable.durability.capture.live_frames import FRAME_REDUCERS
 from resumable.durability.capture.lost import LostVariable
 from resumable.durability.capture.moved import current_module
+from resumable.durability.capture.pieces import load_stream
 from resumable.durability.capture.reducers import ReducerRegistry
 from resumable.durability.capture.resources import RESOURCE_REDUCERS, reduce_resource_subclass
 from resumable.durability.capture.set_order import SetCapture, SetRestorer
@@ -325,8 +326,8 @@ class CheckpointUnpickler(pickle.Unpickler):
         self.sets = SetRestorer()
         self.namespace = bytes(data[:1]) == NAMESPACE_CODEC
 
-    def load(self) -> Any:
-        loaded = super().load()
+    def load(self, dumps: int = 1) -> Any:
+        loaded = super().load() if dumps == 1 else load_stream(self, dumps)  # .pieces
         self.sets.warn(loaded[0] if self.namespace else None)
         return loaded
 

@@ -1,9 +1,10 @@
 """Namespace capture and restore: one cloudpickle of a frame's namespace, big leaves as blobs.
 
 Design note. :meth:`Snapshotter.capture` pickles all variables in ONE pickle, so aliasing between
-them survives; a large namespace is that pickle cut at its variables, each large one stored as
-content-addressed pieces, so a value that did not change is not written again (:mod:`.pieces`). The namespace dict is a persistent id: functions whose ``__globals__`` is it are
-rebuilt with the restore target as their globals (``global n`` works after a resume). Closure
+them survives; a large namespace is that pickle cut at its variables, each large one stored
+as content-addressed pieces, so a value that did not change is not written again
+(:mod:`.pieces`). The namespace dict is a persistent id: functions whose ``__globals__`` is it
+are rebuilt with the restore target as their globals (``global n`` works after a resume). Closure
 cells are created empty and filled afterwards, so closures sharing a cell still do. ``bytes``/
 ``str`` over ``blob_threshold`` and registered external types become content-addressed blobs
 (sha256 of a codec-tagged encoding), their digest cached by object identity: an unchanged 50 MB
@@ -52,7 +53,6 @@ from resumable.durability.capture.pieces import (
     Layout,
     assemble,
     cut,
-    load_stream,
     tail_payload,
 )
 from resumable.durability.capture.process_state import ProcessState
@@ -185,8 +185,7 @@ class Snapshotter(BlobKeeper):
             dumps, data = assemble(data, lambda digest: self.piece_bytes(digest, load_blob))
         check_codec(data, NAMESPACE_CODEC)
         with reopening_files(self._reopen_files):
-            unpickler = CheckpointUnpickler(self, data, load_blob, into)
-            loaded = unpickler.load() if dumps == 1 else load_stream(unpickler, dumps)
+            loaded = CheckpointUnpickler(self, data, load_blob, into).load(dumps)
         values, lost = loaded[0], loaded[1]
         if len(loaded) > 2 and loaded[2] and self._process is not None:
             self._process.restore(loaded[2])

@@ -41,7 +41,7 @@ from typing import Any
 import msgpack
 
 from resumable.durability.capture.pickling import BYTES_BLOB, STR_BLOB
-from resumable.durability.capture.pieces import PIECES_CODEC, assemble
+from resumable.durability.capture.pieces import PIECE_BLOB, PIECES_CODEC, assemble
 from resumable.durability.log.records import RecordCodec
 from resumable.durability.log.state_codec import state_from_dict
 from resumable.durability.runs import owners
@@ -58,8 +58,9 @@ from resumable.store.holes import log_gap
 
 __all__ = ["BlobSweep", "referenced_blobs", "sweep_blobs"]
 
-LEAF_BLOBS = (BYTES_BLOB, STR_BLOB)
-"""The tags of blobs that hold one value and name no other blob."""
+LEAF_BLOBS = (BYTES_BLOB, STR_BLOB, PIECE_BLOB)
+"""The tags of blobs that name no other blob: one value, or a piece of a namespace (the blobs
+its pickle names are listed in the record that names the piece)."""
 LEASE_TTL = 60.0
 DELETE_BATCH = 500
 
@@ -144,8 +145,8 @@ async def _named_in_blobs(
     """Add the digests that referenced blobs name in turn (a blob listing the pieces of a
     value), until every stored blob is referenced or every referenced one was opened.
 
-    Only blobs that may hold references are scanned: a big ``bytes`` or ``str`` value is
-    a leaf (its tag says so), anything else (an external codec's payload, a format newer
+    Only blobs that may hold references are scanned: a big ``bytes`` or ``str`` value or a
+    piece of a namespace is a leaf (its tag says so), anything else (an external codec's payload, a format newer
     than this code) is scanned like a record.
     """
     opened: set[str] = set()
