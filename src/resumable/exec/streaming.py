@@ -129,14 +129,14 @@ class StatementSplitter:
         certainly invalid. Statements completed before the error in the same
         chunk are returned first, and the error is raised by the next call.
         """
+        if "\n" not in chunk and not self._probe and self._error is None:
+            self._partial.append(chunk)  # most chunks: part of a line (the fast path)
+            return []
         if self._error is not None:
             raise self._error
         if not chunk:
             return []
         newline = chunk.rfind("\n")
-        if newline < 0 and not self._probe:
-            self._partial.append(chunk)
-            return []
         out: list[Statement] = []
         try:
             if newline < 0:
