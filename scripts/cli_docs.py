@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from resumable.cli import app
+from resumable.cli.commands import app
 from resumable.cli.docs import render
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "cli.md"

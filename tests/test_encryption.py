@@ -26,7 +26,7 @@ import msgpack
 import pytest
 from typer.testing import CliRunner
 
-from resumable.cli import app
+from resumable.cli.commands import app
 from resumable.config import load_config
 from resumable.durability.log.crypto import generate_key
 from resumable.durability.log.records import HEADER_BYTES, Record

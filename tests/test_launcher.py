@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from resumable.cli import app
+from resumable.cli.commands import app
 from resumable.config import load_config
 from resumable.durability.log import hashseed
 from resumable.durability.runs.session import codec_for, store_for

@@ -43,7 +43,7 @@ def main() -> None:
     if arguments is not None:
         exec_directly(arguments)
         return
-    from resumable.cli import main as command_line
+    from resumable.cli.commands import main as command_line
 
     command_line()
 

@@ -38,7 +38,7 @@ WORKERS = 2
 
 _FORK_SERVER = r"""
 import json, os, sys, traceback
-import resumable.cli, resumable.playbooks.runtime, resumable.llm.scripted, resumable.durability.runs.stored
+import resumable.cli.commands, resumable.playbooks.runtime, resumable.llm.scripted, resumable.durability.runs.stored
 replies = os.fdopen(os.dup(1), "w")
 os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
 for line in sys.stdin:
@@ -55,7 +55,7 @@ for line in sys.stdin:
                 os.dup2(os.open(job[name], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), fd)
             sys.argv = ["resumable", *job["args"]]
             try:
-                resumable.cli.main()
+                resumable.cli.commands.main()
                 code = 0
             except SystemExit as exc:
                 code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)

@@ -14,7 +14,7 @@ from tests.crash.harness import Result
 from tests.fleet.harness import LEASE_SECONDS, POSTGRES_URL, Schema
 from typer.testing import CliRunner
 
-from resumable.cli import app
+from resumable.cli.commands import app
 
 
 @dataclass

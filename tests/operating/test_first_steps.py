@@ -16,7 +16,7 @@ from tests.crash.harness import EXAMPLES, REPO, resumable
 from tests.operating.conftest import look
 from typer.testing import CliRunner
 
-from resumable.cli import app
+from resumable.cli.commands import app
 from resumable.cli.docs import render
 from resumable.extras import DISTRIBUTION
 from resumable.playbooks.primitives import answer_problem, approval, parse_answer

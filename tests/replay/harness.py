@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-import resumable.cli
+import resumable.cli.commands
 import resumable.drivers
 
 _DEFAULT_WARNINGS: list[tuple[Literal["ignore"], type[Warning]]] = [
@@ -141,7 +141,7 @@ def _reference_body(program: str) -> Callable[[], int]:
 def _cli_body(args: list[str]) -> Callable[[], int]:
     def body() -> int:
         sys.argv = ["resumable", *args]
-        resumable.cli.main()
+        resumable.cli.commands.main()
         return 0
 
     return body

@@ -1,29 +1,6 @@
-"""The ``resumable`` command line: the typer app and one module per command group.
+"""The ``resumable`` command line.
 
-Importing this package registers every command on :data:`resumable.cli.app.app`.
+:mod:`resumable.cli.commands` is the whole of it: the typer app with every command group
+registered. Importing this package alone loads nothing, so that a plain ``exec``
+(:mod:`resumable.cli.direct`) starts without typer, rich or the other commands.
 """
-
-from resumable.cli import (
-    examples,
-    fleet,
-    inspecting,
-    operating,
-    repairing,
-    running,
-    setup,
-    ui,
-)
-from resumable.cli.app import app, main
-
-__all__ = [
-    "app",
-    "examples",
-    "fleet",
-    "inspecting",
-    "main",
-    "operating",
-    "repairing",
-    "running",
-    "setup",
-    "ui",
-]

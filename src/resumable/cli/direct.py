@@ -1,5 +1,5 @@
-"""``exec`` with plain arguments: its command function called without building the whole
-command line (typer's type adapters load pydantic, about a third of ``exec``'s start)."""
+"""``exec`` with plain arguments, run without the command line: neither typer nor rich nor
+the other commands are loaded (about a fifth of ``exec``'s start)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,8 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-import typer
-
-from resumable.cli.app import main
+from resumable.cli.launching import exec_program
+from resumable.cli.runtime import guarded
 
 _VALUED_OPTIONS = {"--run-id": "run_id", "--events": "events", "--config": "config_path"}
 
@@ -46,17 +45,13 @@ def plain_exec(args: list[str]) -> dict[str, object] | None:
 
 def exec_directly(arguments: dict[str, object]) -> None:
     """Run ``exec`` with ``arguments`` (from :func:`plain_exec`) as the command line would."""
-    main(lambda: _call(arguments))
+    guarded(lambda: _call(arguments))
 
 
 def _call(arguments: dict[str, object]) -> NoReturn:
-    """The command function, and its exits as typer's standalone mode makes them."""
-    from resumable.cli.running import exec_command
-
+    """The command, and its exits as typer's standalone mode makes them."""
     try:
-        exec_command(**arguments)  # type: ignore[arg-type]
-    except typer.Exit as done:
-        sys.exit(done.exit_code)
+        exec_program(**arguments)  # type: ignore[arg-type]
     except (KeyboardInterrupt, EOFError):
         sys.stderr.write("\nAborted!\n")  # as click says it
         sys.exit(1)

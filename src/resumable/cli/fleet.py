@@ -9,16 +9,8 @@ from typing import Annotated
 
 import typer
 
-from resumable.cli.app import (
-    ConfigOption,
-    JsonOption,
-    _config,
-    _fail,
-    _run,
-    app,
-    err,
-    pin_store_seed,
-)
+from resumable.cli.app import ConfigOption, JsonOption, app, err
+from resumable.cli.runtime import _config, _fail, _run, pin_store_seed
 from resumable.durability.runs.progress import plural
 from resumable.durability.runs.session import codec_for, store_for
 from resumable.errors import ResumableError

@@ -13,17 +13,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 
-from resumable.cli.app import (
-    ConfigOption,
-    JsonOption,
-    _config,
-    _fail,
-    _records,
-    _run,
-    _since,
-    app,
-    err,
-)
+from resumable.cli.app import ConfigOption, JsonOption, _records, _since, app, err
+from resumable.cli.runtime import _config, _fail, _run
 from resumable.cli.story import story
 from resumable.durability.effects.call_sites import describe_call
 from resumable.durability.runs.progress import plural

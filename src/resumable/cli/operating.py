@@ -7,16 +7,8 @@ from typing import Annotated
 
 import typer
 
-from resumable.cli.app import (
-    ConfigOption,
-    JsonOption,
-    _config,
-    _records,
-    _run,
-    _since,
-    app,
-    err,
-)
+from resumable.cli.app import ConfigOption, JsonOption, _records, _since, app, err
+from resumable.cli.runtime import _config, _run
 from resumable.durability.runs.history import StepEntry
 from resumable.durability.runs.progress import plural
 

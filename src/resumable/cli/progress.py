@@ -18,24 +18,16 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated, Any, Literal, TextIO
-
-import typer
-from rich.console import Console
-from rich.text import Text
+from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 from resumable.config import Config
 from resumable.durability.runs.progress import RunProgress
 from resumable.errors import UsageError
 from resumable.exec.wrapped_stream import WrappedStream
 
-QuietOption = Annotated[
-    bool, typer.Option("--quiet", "-q", help="No status line and no retry notes: the summary only.")
-]
-EventsOption = Annotated[
-    str | None,
-    typer.Option("--events", help="json: one JSON event per line on stderr, for tools."),
-]
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.text import Text
 
 Mode = Literal["live", "plain", "quiet", "json"]
 _REFRESH_SECONDS = 0.1
@@ -79,7 +71,7 @@ class StatusDisplay:
         self.held = False
         self._drawn = False
         self._last = 0.0
-        self._console = Console(file=stream, force_terminal=mode == "live", highlight=False)
+        self._console: Console | None = None  # rich, loaded when the line is first drawn
 
     @classmethod
     def choose(cls, config: Config, *, quiet: bool, events: str | None) -> StatusDisplay:
@@ -178,14 +170,23 @@ class StatusDisplay:
             return
         with self.lock:
             self._last = now
-            width = max(10, self._console.width - 1)
+            console = self._console or self._open_console()
+            width = max(10, console.width - 1)
             text = self.render()
             text.truncate(width, overflow="ellipsis")
-            with self._console.capture() as captured:
-                self._console.print(text, end="", soft_wrap=True)
+            with console.capture() as captured:
+                console.print(text, end="", soft_wrap=True)
             self.stream.write("\r\x1b[2K" + captured.get())
             self.stream.flush()
             self._drawn = True
+
+    def _open_console(self) -> Console:
+        from rich.console import Console
+
+        self._console = Console(
+            file=self.stream, force_terminal=self.mode == "live", highlight=False
+        )
+        return self._console
 
     def erase(self) -> None:
         if self._drawn:
@@ -194,6 +195,8 @@ class StatusDisplay:
             self._drawn = False
 
     def render(self) -> Text:
+        from rich.text import Text
+
         p = self.progress
         text = Text()
         text.append("resumable ", style="bold cyan")

@@ -6,7 +6,8 @@ from typing import Annotated
 
 import typer
 
-from resumable.cli.app import ConfigOption, _config, _records, _run, app, err
+from resumable.cli.app import ConfigOption, _records, app, err
+from resumable.cli.runtime import _config, _run
 
 
 @app.command("repair")

@@ -3,33 +3,31 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Coroutine, Mapping
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Any, Protocol
+from typing import Annotated
 
 import typer
 
 from resumable.cli.app import (
     ConfigOption,
+    EventsOption,
     JsonOption,
+    QuietOption,
+    _records,
+    app,
+    err,
+)
+from resumable.cli.launching import exec_program, start, status_display
+from resumable.cli.runtime import (
     _config,
     _fail,
     _finish,
-    _records,
     _run,
-    app,
-    err,
-    pin_hash_seed,
     restart_with_hash_seed,
-    shown_path,
     standalone,
 )
-from resumable.cli.examples import resolve_program
-from resumable.cli.progress import EventsOption, QuietOption, StatusDisplay
-from resumable.config import Config
 from resumable.durability.log import hashseed
-from resumable.durability.runs.progress import RunProgress
 from resumable.durability.runs.session import RunOutcome, codec_for, store_for
 from resumable.errors import LostRecordsError, UsageError
 
@@ -53,20 +51,7 @@ def run_command(
     from resumable.playbooks.runner import run_program
 
     launch = partial(run_program, no_input=no_input)  # and the keywords `exec` gives its driver
-    _start(program, ".pb", launch, run_id, config_path, quiet, events, json_out)
-
-
-_COMMAND_FOR = {".pb": ("run", "a playbook program"), ".py": ("exec", "a Python script")}
-"""The command that runs a file of each kind, and what the file is."""
-
-
-def _check_suffix(path: Path, wanted: str) -> None:
-    """`run` takes .pb programs and `exec` .py scripts: point at the other command."""
-    if path.suffix != wanted and path.suffix in _COMMAND_FOR:
-        other, what = _COMMAND_FOR[path.suffix]
-        _fail(
-            UsageError(f"{path} is {what}: run it with `resumable {other} {path}`", path=str(path))
-        )
+    start(program, ".pb", launch, run_id, config_path, quiet, events, json_out)
 
 
 @app.command("exec")
@@ -84,68 +69,7 @@ def exec_command(
 
     Example: resumable exec examples/ledger.py --run-id ledger-1
     """
-    from resumable.script import exec_script
-
-    _start(script, ".py", exec_script, run_id, config_path, quiet, events, json_out)
-
-
-class Launch(Protocol):
-    """What `run` and `exec` each start: their driver, from the program's first statement."""
-
-    def __call__(
-        self,
-        path: Path,
-        config: Config,
-        *,
-        env: Mapping[str, str],
-        run_id: str | None,
-        on_start: Callable[[str], None],
-        watch: RunProgress,
-    ) -> Coroutine[Any, Any, RunOutcome]: ...
-
-
-def _start(
-    program: Path,
-    suffix: str,
-    launch: Launch,
-    run_id: str | None,
-    config_path: Path | None,
-    quiet: bool,
-    events: str | None,
-    json_out: bool,
-) -> None:
-    """The start-up `run` and `exec` share, around the driver ``launch``.
-
-    The program must have the command's ``suffix``; the hash seed is pinned before
-    anything else (the process may start again with it); the run's id is announced on
-    stderr before the status display takes it over.
-    """
-    if run_id is not None:  # an empty --run-id (an unset variable) is an error, not "new id"
-        from resumable.store.common import check_run_id
-
-        try:
-            check_run_id(run_id)
-        except UsageError as error:
-            _fail(error)
-    try:
-        program = resolve_program(program)
-    except OSError as exc:  # a name longer than the file system allows (ENAMETOOLONG)
-        _fail(UsageError(f"cannot open the program {shown_path(program)}: {exc.strerror or exc}"))
-    _check_suffix(program, suffix)
-    config = _config(config_path)
-    pin_hash_seed(config)
-    status = _status(config, quiet, events)
-
-    def started(run: str) -> None:
-        _announce(run)
-        status.started(run)
-
-    def go() -> Coroutine[Any, Any, RunOutcome]:
-        return launch(
-            program, config, env=os.environ, run_id=run_id, on_start=started, watch=status.progress
-        )
-
-    _finish(_watched(status, go), json_out=json_out)
+    exec_program(script, run_id, quiet, events, json_out, config_path)
 
 
 @app.command("resume")
@@ -201,7 +125,7 @@ def resume_command(
         except UsageError as error:
             _fail(error)
     config = _config(config_path)
-    status = _status(config, quiet, events)
+    status = status_display(config, quiet, events)
 
     async def go() -> RunOutcome | int:
         store = store_for(config.durability, config)
@@ -255,27 +179,6 @@ def resume_command(
         raise AssertionError("unreachable: the command started again")  # pragma: no cover
     status.finish(outcome.status)
     _finish(outcome)
-
-
-def _status(config: Config, quiet: bool, events: str | None) -> StatusDisplay:
-    try:
-        return StatusDisplay.choose(config, quiet=quiet, events=events)
-    except UsageError as error:
-        _fail(error)
-
-
-def _announce(run_id: str) -> None:
-    err.print(f"run: {run_id}", markup=False)
-
-
-def _watched(
-    status: StatusDisplay, go: Callable[[], Coroutine[Any, Any, RunOutcome]]
-) -> RunOutcome:
-    """Run ``go`` with the status display up; its summary line once the run stops."""
-    with status.installed():
-        outcome = _run(go)
-    status.finish(outcome.status)
-    return outcome
 
 
 @app.command("answer")

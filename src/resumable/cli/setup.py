@@ -9,11 +9,8 @@ from typing import Annotated
 
 import typer
 
-from resumable.cli.app import (
-    _fail,
-    app,
-    err,
-)
+from resumable.cli.app import app, err
+from resumable.cli.runtime import _fail
 from resumable.errors import UsageError
 
 

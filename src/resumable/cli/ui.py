@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from resumable.cli.app import ConfigOption, _config, _fail, app, err
+from resumable.cli.app import ConfigOption, app, err
+from resumable.cli.runtime import _config, _fail
 from resumable.errors import ResumableError
 from resumable.extras import import_extra
 
