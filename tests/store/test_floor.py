@@ -54,11 +54,9 @@ async def test_deleted_first_records_are_a_gap_and_pruned_ones_are_not(site: Sto
         assert await _gap(store, "run-2") == (first, first)
 
 
-@pytest.mark.parametrize("kind", ["file", "sqlite"])
-async def test_a_log_written_from_a_later_seq_is_not_a_loss(kind: str, tmp_path: Path) -> None:
+async def test_a_log_written_from_a_later_seq_is_not_a_loss(site: StoreSite) -> None:
     """What `resumable migrate` writes for a pruned run: its records, then the snapshot."""
-    path = tmp_path / ("runs" if kind == "file" else "runs.db")
-    async with FileStore(path) if kind == "file" else SQLiteStore(path) as store:
+    async with site.open() as store:
         lease = await owned_run(store)
         await store.append("run-1", [rec(6), rec(7), rec(8)], lease)
         await store.put_snapshot("run-1", 5, b"state@5", lease)

@@ -122,6 +122,8 @@ class PostgresLog(PostgresConnection):
                 if last_seq is None:  # the run was deleted
                     raise not_found(run_id, self.url)
                 check_seqs(records, last_seq)
+                if last_seq == 0 and records[0].seq > 1:
+                    await self._floor_below(conn, run_id, records[0].seq)
                 columns = zip(*[(r.seq, r.epoch, r.data) for r in records], strict=True)
                 await conn.execute(self._sql["append_locked"], run_id, *columns, records[-1].seq)
         except (ResumableError, ValueError) as err:
@@ -132,6 +134,19 @@ class PostgresLog(PostgresConnection):
             await self._drop_writer_connection()
             return self._failure(err, "appending")
         return None
+
+    async def _floor_below(self, conn: Any, run_id: str, first: int) -> None:
+        """A log that starts later (a pruned run copied by `resumable migrate`): the records
+        before ``first`` were never written here, which is not a loss (``holes.log_gap``)."""
+        written = await conn.fetchval(
+            f"SELECT last_seq FROM {self._s}.heads WHERE run_id = $1", run_id
+        )
+        if not written:
+            await conn.execute(
+                f"UPDATE {self._s}.runs SET seq_floor = greatest(seq_floor, $2) WHERE run_id = $1",
+                run_id,
+                first - 1,
+            )
 
     async def _writer_connection(self) -> Any:
         """The writer's own connection, replaced once the server or the pool dropped it."""

@@ -41,6 +41,11 @@ if #top > 0 then last = tonumber(top[2]) end
 local snap = redis.call('ZREVRANGE', KEYS[3], 0, 0, 'WITHSCORES')
 if #snap > 0 and tonumber(snap[2]) > last then last = tonumber(snap[2]) end
 if tonumber(ARGV[2]) <= last then return {3, last} end
+if last == 0 and tonumber(ARGV[2]) > 1 and (tonumber(redis.call('HGET', KEYS[1], 'last_seq')) or 0) == 0 then
+  -- a log that starts later (a pruned run copied by `resumable migrate`): not a loss
+  local floor = tonumber(redis.call('HGET', KEYS[1], 'floor')) or 0
+  if tonumber(ARGV[2]) - 1 > floor then redis.call('HSET', KEYS[1], 'floor', tonumber(ARGV[2]) - 1) end
+end
 for i = 4, #ARGV, 2 do redis.call('ZADD', KEYS[2], ARGV[i], ARGV[i + 1]) end
 local t = redis.call('TIME')
 redis.call('HSET', KEYS[1], 'last_seq', ARGV[3], 'last_write', t[1] .. '.' .. string.format('%06d', tonumber(t[2])))
