@@ -75,7 +75,12 @@ async def _check_reported(
     assert row["status"] == "damaged"
     span = f"record {seq} is" if last in (None, seq) else f"records {seq}-{last} are"
     assert f"run {run_id}: {span} missing from the middle of its log" in row["problem"]
-    assert f"resumable fork {run_id} --at {seq - 1}" in row["problem"]
+    if seq > 1:
+        assert f"resumable fork {run_id} --at {seq - 1}" in row["problem"]
+        assert resumable(["fork", run_id, "--at", str(seq - 1)], work).code == 0
+    else:  # nothing to fork from: no command fork would refuse is suggested
+        assert "fork" not in row["problem"].replace("fork from", "")
+        assert "restore them from a backup of the store" in row["problem"]
     shown = resumable(["show", run_id], work)
     assert shown.code == 0, shown.stderr
     assert f"resumable: warning: {row['problem']}" in shown.stderr

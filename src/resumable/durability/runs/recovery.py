@@ -174,10 +174,15 @@ def lost_records(
     else:
         span = f"{span} missing from"
     if records and records[-1].seq > last:  # a hole: what follows it cannot be folded
+        go_on = (
+            f"fork the run before the gap to go on (`resumable fork {run_id} --at {first - 1}`)"
+            if first > 1
+            else "nothing before them is left to fork from: restore them from a backup of "
+            "the store, or start the program again"
+        )
         return LostRecordsError(
             f"run {run_id}: {span} the middle of its log in {url}; the records "
-            f"after them cannot be used - fork the run before the gap to go on "
-            f"(`resumable fork {run_id} --at {first - 1}`)",
+            f"after them cannot be used - {go_on}",
             run_id=run_id,
             first=first,
             last=last,
