@@ -155,3 +155,32 @@ def test_unclear_exec_arguments_go_to_the_command_line() -> None:
         "events": None,
         "json_out": False,
     }
+
+
+@pytest.mark.parametrize("options", [[], ["-q"], ["--events", "json"]])
+def test_a_plain_exec_runs_without_the_command_lines_libraries(
+    tmp_path: Path, options: list[str]
+) -> None:
+    """typer, rich and the other commands are not loaded for a plain ``exec`` off a terminal
+    (rich is for the status line, drawn on a terminal only): they are a fifth of its start."""
+    (tmp_path / "s.py").write_text("print('hi')\n", encoding="utf-8")
+    probe = (
+        "import sys\n"
+        f"sys.argv = ['resumable', 'exec', 's.py', *{options!r}]\n"
+        "from resumable.launcher import main\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(sorted(m for m in ('typer', 'rich', 'resumable.cli.inspecting') if m in sys.modules))"
+    )
+    env = {**os.environ, "PYTHONHASHSEED": "0"}  # no start again with the store's seed
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.stdout.splitlines() == ["hi", "[]"], done.stderr
