@@ -109,13 +109,14 @@ async def fork_run(
             run_id=run_id,
             at=at,
         )
-    records = [r for r in result.records if r.seq <= at]
-    if records[0].seq != 1:
+    if result.records[0].seq != 1:  # a fork copies the log from its first record
         raise UsageError(
-            f"run {run_id} no longer holds its records from 1 (older ones were pruned); "
-            "fork at a record after its oldest snapshot",
+            f"run {run_id} no longer holds its records from 1 (they were pruned behind a "
+            f"snapshot, or lost): it cannot be forked; [durability] keep sets how much of a "
+            "log is kept",
             run_id=run_id,
         )
+    records = [r for r in result.records if r.seq <= at]
     # Read, verify and edit everything first: a wrong key, a forged record or a bad edit
     # leaves no fork behind.
     opened = [codec.open(stored.data, run_id=run_id, seq=stored.seq) for stored in records]

@@ -176,9 +176,9 @@ def lost_records(
     if records and records[-1].seq > last:  # a hole: what follows it cannot be folded
         go_on = (
             f"fork the run before the gap to go on (`resumable fork {run_id} --at {first - 1}`)"
-            if first > 1
-            else "nothing before them is left to fork from: restore them from a backup of "
-            "the store, or start the program again"
+            if first > 1 and records[0].seq == 1  # a fork copies the log from record 1
+            else "no fork reaches the records before them (none are left, or they were "
+            "pruned): restore them from a backup of the store, or start the program again"
         )
         return LostRecordsError(
             f"run {run_id}: {span} the middle of its log in {url}; the records "
