@@ -7,6 +7,7 @@ in the environment of pytest runs the suite with fsync instead.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -62,17 +63,30 @@ def resumable(
     timeout: float = 60,
     stdin: str | None = None,
 ) -> Result:
-    """Run the `resumable` command in a fresh Python process."""
-    completed = subprocess.run(
+    """Run the `resumable` command in a fresh Python process.
+
+    One still running after ``timeout`` is stopped with SIGABRT, which makes Python's
+    fault handler print every thread's stack: the failure shows where it hung.
+    """
+    process = subprocess.Popen(
         [sys.executable, "-m", "resumable", *args],
         cwd=cwd,
-        env=_env(env),
-        capture_output=True,
+        env={**_env(env), "PYTHONFAULTHANDLER": "1"},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=timeout,
-        input=stdin if stdin is not None else "",
     )
-    return Result(completed.returncode, completed.stdout, completed.stderr)
+    try:
+        stdout, stderr = process.communicate(stdin or "", timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGABRT)
+        stdout, stderr = process.communicate()
+        raise AssertionError(
+            f"`resumable {' '.join(args)}` still ran after {timeout} s; stopped with SIGABRT. "
+            f"stdout ends:\n{stdout[-2000:]}\nstderr ends:\n{stderr[-6000:]}"
+        ) from None
+    return Result(process.returncode, stdout, stderr)
 
 
 def strip_run(lines: list[str], run_id: str) -> list[str]:

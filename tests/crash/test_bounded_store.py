@@ -99,6 +99,7 @@ def test_a_large_mutated_state_resumes_exactly_after_kills(site: Site, tmp_path:
     "Output, exactly once"); never more, and no line twice."""
     seed = int(os.environ.get("RESUMABLE_TEST_SEED") or random.randrange(1 << 30))
     rng = random.Random(seed)
+    print("RESUMABLE_TEST_SEED", seed)  # shown with a failure: the same kills again
     site.prepare(tmp_path)
     (tmp_path / "large.py").write_text(LARGE_STATE)
     whole = resumable(["exec", "large.py", "--run-id", "whole"], tmp_path, timeout=120)

@@ -103,6 +103,23 @@ async def test_a_record_lost_below_the_snapshot_is_listed_shown_and_refused(
     await _check_reported(site, tmp_path, run_id, seq)
 
 
+async def test_a_record_lost_above_the_newest_snapshot_suggests_the_same_fork(
+    site: Site, tmp_path: Path
+) -> None:
+    """`resume` and `show` fold from the newest snapshot, `runs` reads the whole log: a hole
+    after that snapshot in a log that starts at record 1 is told the same by all three."""
+    run_id = _run(site, tmp_path, SNAPSHOTS, None)
+    seqs = await _seqs(tmp_path, run_id)
+    config = load_config(cwd=tmp_path, env={})
+    async with store_for(config.durability, config) as store:
+        snapshot = await store.get_snapshot(run_id)
+    assert snapshot is not None
+    assert snapshot[0] + 1 < seqs[-1], (snapshot[0], seqs)
+    seq = snapshot[0] + 1
+    await site.delete(tmp_path, run_id, [seq])
+    await _check_reported(site, tmp_path, run_id, seq)
+
+
 @pytest.mark.parametrize("crash_after", [None, 14], ids=["finished", "crashed"])
 @pytest.mark.parametrize("seqs", [[1], [1, 2, 3]], ids=["record-1", "records-1-3"])
 async def test_the_first_records_lost_are_told_from_a_pruned_start(

@@ -35,7 +35,7 @@ from resumable.durability.log.state_codec import state_from_dict
 from resumable.errors import IntegrityError, LostRecordsError, RunNotFoundError
 from resumable.exec.reply_filter import executed_text
 from resumable.store.base import RESUMABLE_STATUSES, CheckpointStore, ReadResult, RunMeta
-from resumable.store.holes import log_gap
+from resumable.store.holes import log_extent, log_gap
 
 
 @dataclass
@@ -109,7 +109,10 @@ class RunLoader:
         else:
             loaded_problem = None
         if gap is not None and (at is None or gap[0] <= at):
-            problem = lost_records(run_id, self.store.url, gap, result, snapshot=snapshot)
+            first = (await log_extent(self.store, run_id)).first if after else None
+            problem = lost_records(
+                run_id, self.store.url, gap, result, snapshot=snapshot, log_first=first
+            )
             hole = bool(result.records) and result.records[-1].seq > gap[1]
             if loss == "refuse" or (loss == "accept" and hole):
                 raise problem
@@ -149,11 +152,14 @@ def lost_records(
     *,
     accepted: bool = False,
     snapshot: tuple[int, bytes] | None = (0, b""),
+    log_first: int | None = None,
 ) -> LostRecordsError:
     """The one line that says which records are gone and what the user can do.
 
     ``snapshot`` None: the run has no snapshot left, so a log that starts after record 1
-    lost the snapshot it was pruned behind (never replayed from the start).
+    lost the snapshot it was pruned behind (never replayed from the start). ``log_first``:
+    the first seq of the whole log, when ``result`` was read from a snapshot on (a fork
+    copies the log from record 1, so only a log that starts there can be forked).
     """
     first, last = gap
     span = f"record {first} is" if first == last else f"records {first}-{last} are"
@@ -174,9 +180,10 @@ def lost_records(
     else:
         span = f"{span} missing from"
     if records and records[-1].seq > last:  # a hole: what follows it cannot be folded
+        starts = records[0].seq if log_first is None else log_first
         go_on = (
             f"fork the run before the gap to go on (`resumable fork {run_id} --at {first - 1}`)"
-            if first > 1 and records[0].seq == 1  # a fork copies the log from record 1
+            if first > 1 and starts == 1
             else "no fork reaches the records before them (none are left, or they were "
             "pruned): restore them from a backup of the store, or start the program again"
         )
