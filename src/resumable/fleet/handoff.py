@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 from resumable.config import Config
 from resumable.durability.log import hashseed
+from resumable.durability.runs import control
 from resumable.errors import FencedError, ResumableError, StoreError
 from resumable.fleet.queue import FleetStore
 from resumable.store.base import Lease
@@ -114,7 +115,9 @@ class ChildRun:
             except FencedError:
                 return  # taken over: the child's first write is refused
             except StoreError:
+                control.raise_if_cancelled()
                 continue
+            control.raise_if_cancelled()
 
 
 async def _listen(reader: asyncio.StreamReader, attached: asyncio.Event) -> dict[str, int] | None:

@@ -139,11 +139,14 @@ def cancel_reason(meta: RunMeta) -> str:
 
 
 def raise_if_cancelled() -> None:
-    """Re-raise a cancellation a store's driver turned into an error of its own.
+    """Re-raise a cancellation a store's driver turned into an error of its own, or lost.
 
     redis-py, cancelled inside a command, can drop the connection and raise a connection
-    error instead: a loop that retries on store errors would then sleep on with its
-    cancellation spent, and whoever awaits it (``RunSession.close``) would wait forever.
+    error instead; and it sends every command through ``asyncio.wait_for``, which on
+    Python 3.11 drops a cancellation that arrives as the send ends (the command then
+    returns as usual). A loop that calls the store would sleep on with its cancellation
+    spent, and whoever awaits it (``RunSession.close``) would wait forever: such loops
+    call this after every store call, whatever it returned.
     """
     task = asyncio.current_task()
     if task is not None and task.cancelling():
@@ -159,6 +162,7 @@ async def watch_for_cancel(session: HeldRun, every: float = WATCH_SECONDS) -> No
         except ResumableError:
             raise_if_cancelled()
             continue  # a passing outage; the request is still there next time
+        raise_if_cancelled()
         reason = cancel_requested(meta)
         if reason is not None:
             session.cancel_reason = session.manager.cancelled = reason

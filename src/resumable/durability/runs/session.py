@@ -294,6 +294,7 @@ class RunSession:
                 control.raise_if_cancelled()
                 self.manager.renewal_failed = exc  # left (if not, the run stops: see settle)
                 continue
+            control.raise_if_cancelled()
             self.manager.renewal_failed = None
             self.lease = self.manager.lease = lease
 
