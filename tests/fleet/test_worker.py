@@ -221,7 +221,10 @@ def test_a_hundred_runs_on_two_workers_each_run_once(
     script = tmp_path / "tiny.py"
     script.write_text(TINY, encoding="utf-8")
     ledger = tmp_path / "ledger.txt"
-    workers = tuple(spawn("worker", "--concurrency", "50", LEDGER=str(ledger)) for _ in range(2))
+    # Nothing is killed here: a lease long enough that fifty runs on a loaded machine cannot
+    # starve its renewal (a lapsed one lets the other worker repeat the step in flight).
+    long_lease = {"LEDGER": str(ledger), "RESUMABLE_DURABILITY_LEASE_SECONDS": "20"}
+    workers = tuple(spawn("worker", "--concurrency", "50", **long_lease) for _ in range(2))
     ready(*workers)
 
     async def queue() -> list[str]:

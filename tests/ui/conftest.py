@@ -95,8 +95,10 @@ def base_url(work: Path) -> Iterator[str]:
         yield url
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    """Chromium for one module: Playwright's sync API marks an event loop running in this
+    thread while it is open, so it must close before another module's async tests run."""
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
