@@ -204,11 +204,6 @@ def test_set_order_reports_capture_and_restore_against_pickles_own() -> None:
 
 
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind")
-@pytest.mark.skipif(
-    bool(os.environ.get("CI")),
-    reason="four processes under valgrind take a minute: `python scripts/bench.py instructions "
-    "--quick` is the same check",
-)
 def test_instructions_counts_a_journaled_await_of_each_tree() -> None:
     data = bench_json("instructions", "--base", str(ROOT / "src"))
     counted = data["instructions_per_await"]

@@ -29,7 +29,7 @@ from resumable.durability.runs.session import store_for
 
 SNAPSHOTS = {"RESUMABLE_DURABILITY_SNAPSHOT_EVERY": "3"}
 PRUNED = {**SNAPSHOTS, "RESUMABLE_DURABILITY_KEEP": "1"}
-TRIALS = 2
+TRIALS = 4
 """Random records deleted per store in the sampled matrix (scripts/damage_holes.py: all)."""
 
 

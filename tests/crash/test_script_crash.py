@@ -1,7 +1,8 @@
 """kill -9 at records of a script run, resume, and compare with a run that never crashed.
 
-The test suite kills at 12 records spread over the run; ``RESUMABLE_TEST_CRASH_POINTS=all``
-(or ``python scripts/crash_sweep.py``) kills at every one of them.
+The suite kills at every record of the run; ``RESUMABLE_TEST_CRASH_POINTS=N`` kills at N
+records spread over it instead (``python scripts/crash_sweep.py`` is the same sweep as a
+script).
 """
 
 from __future__ import annotations
@@ -68,11 +69,11 @@ def _crash_and_resume(tmp_path: Path, point: int) -> tuple[str, list[str]]:
     )
 
 
-def test_kill_at_records_spread_over_the_run_then_resume_matches_uninterrupted_run(
+def test_kill_at_every_record_then_resume_matches_uninterrupted_run(
     tmp_path: Path, reference: tuple[str, list[str], int]
 ) -> None:
     stdout, ledger, records = reference
-    wanted = os.environ.get(CRASH_POINTS, "12")
+    wanted = os.environ.get(CRASH_POINTS, "all")
     for point in spread(records, records if wanted == "all" else int(wanted)):
         output, booked = _crash_and_resume(tmp_path, point)
         assert output == stdout, f"killed after record {point}"
