@@ -203,7 +203,7 @@ def show_command(
 @app.command("fork")
 def fork_command(
     run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="The run to copy.")],
-    at: Annotated[int, typer.Option("--at", help="Copy records 1..N.")],
+    at: Annotated[int, typer.Option("--at", help="Copy the run up to record N (see `steps`).")],
     assignments: Annotated[
         list[str] | None,
         typer.Option(

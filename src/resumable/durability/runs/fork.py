@@ -2,7 +2,10 @@
 
 The parent is only read. The fork gets copies of records 1..N (status records left
 out: the fork is a run of its own) and of the blobs they refer to, then, for each
-edit, records of its own written after them:
+edit, records of its own written after them. Where the parent's log was pruned behind
+a snapshot, the fork starts from the newest snapshot at or before N instead of record
+1: it gets that snapshot, the records after it up to N, and a log that starts after
+the snapshot, as a pruned run's does. So a run can be forked anywhere ``steps`` reaches.
 
 - ``--set NAME=LITERAL`` restores the namespace of the frame as of record N, binds the
   names to the literals and writes a boundary record (``stmt``) holding the changed
@@ -26,10 +29,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import msgpack
+
 from resumable.durability.capture.snapshot import Snapshotter
 from resumable.durability.log import hashseed
 from resumable.durability.log.records import Record, RecordCodec
-from resumable.durability.log.run_state import FrameState, RunState
+from resumable.durability.log.run_state import FrameState, RunState, TurnState
+from resumable.durability.log.state_codec import state_from_dict, state_to_dict
 from resumable.durability.runs.owners import owner_name
 from resumable.durability.runs.session import new_run_id
 from resumable.errors import UsageError
@@ -98,46 +104,97 @@ async def fork_run(
     edits: ForkEdits | None = None,
     new_id: str | None = None,
 ) -> str:
-    """Copy records 1..``at`` of a run (and apply ``edits``) into a new run; return its id."""
+    """Copy a run up to record ``at`` (and apply ``edits``) into a new run; return its id."""
     edits = edits or ForkEdits()
     await store.get_meta(run_id)
     result = await store.read(run_id, 0)
     last = result.records[-1].seq if result.records else 0
-    if not 1 <= at <= last:
+    first = result.records[0].seq if result.records else 1
+    lowest = 1 if first == 1 else await _oldest_snapshot(store, run_id, first, last)
+    if not lowest <= at <= last:
+        pruned = (
+            f" to fork from (its log was pruned up to record {first - 1}, its oldest snapshot "
+            f"is at record {lowest})"
+            if lowest > 1
+            else ""
+        )
         raise UsageError(
-            f"run {run_id} has no record {at}: choose --at between 1 and {last}",
+            f"run {run_id} has no record {at}{pruned}: choose --at between {lowest} and {last}",
             run_id=run_id,
             at=at,
         )
-    if result.records[0].seq != 1:  # a fork copies the log from its first record
-        raise UsageError(
-            f"run {run_id} no longer holds its records from 1 (they were pruned behind a "
-            f"snapshot, or lost): it cannot be forked; [durability] keep sets how much of a "
-            "log is kept",
-            run_id=run_id,
-        )
-    records = [r for r in result.records if r.seq <= at]
     # Read, verify and edit everything first: a wrong key, a forged record or a bad edit
     # leaves no fork behind.
+    base, state = None, RunState()
+    found = await store.get_snapshot(run_id, at) if first > 1 else None
+    if found is not None:  # the newest at or before `at` (the oldest kept one is)
+        base = codec.open(found[1], run_id=run_id, seq=found[0])
+        state = state_from_dict(msgpack.unpackb(base.body["state"], raw=False))
+    after = state.seq if base is not None else 0
+    records = [r for r in result.records if after < r.seq <= at]
+    for expected, stored in enumerate(records, start=after + 1):
+        if stored.seq != expected:  # a hole: what follows it cannot be folded
+            raise UsageError(
+                f"run {run_id}: record {expected} is missing from its log, so its state at "
+                f"record {at} cannot be rebuilt: fork it before the gap "
+                f"(`resumable fork {run_id} --at {expected - 1}`)",
+                run_id=run_id,
+                at=at,
+            )
     opened = [codec.open(stored.data, run_id=run_id, seq=stored.seq) for stored in records]
-    state = RunState()
+    start = replace_base(state) if base is not None else None
     for record in opened:
         state.apply(record)
-    digests = sorted({digest for record in opened for digest in record.body.get("b") or ()})
+    digests = {digest for record in opened for digest in record.body.get("b") or ()}
+    if start is not None:
+        digests.update(_state_blobs(start))
     blobs = {
         digest: codec.open_blob(run_id, digest, await store.get_blob(run_id, digest))
-        for digest in digests
+        for digest in sorted(digests)
     }
     bodies = [(r.kind, r.frame, r.body, r.time) for r in opened if r.kind != "status"]
     if edits.values or edits.code is not None:
         frame = _edited_frame(state, edits.frame, run_id, at, opened)
         if edits.code is not None:
-            bodies = _replace_code(state, frame, bodies, edits.code)
+            bodies = _replace_code(state, frame, bodies, edits.code, start)
         if edits.values:
             body, new_blobs = _rebind(frame, blobs, edits.values, run_id, at)
             blobs.update(new_blobs)
             bodies.append(("stmt", frame.frame_id, body, time.time()))
-    return await _write_fork(store, codec, run_id, at, bodies, blobs, edits, new_id)
+    return await _write_fork(store, codec, run_id, at, bodies, blobs, edits, new_id, start)
+
+
+async def _oldest_snapshot(store: CheckpointStore, run_id: str, first: int, last: int) -> int:
+    """The lowest --at of a log pruned up to ``first - 1``: its oldest snapshot from there on
+    (a snapshot kept below it would leave records missing between the two)."""
+    oldest, at = None, last
+    while at >= 0 and (found := await store.get_snapshot(run_id, at)) is not None:
+        if found[0] < first - 1:
+            break
+        oldest, at = found[0], found[0] - 1
+    if oldest is None:
+        raise UsageError(
+            f"run {run_id} no longer holds its records 1-{first - 1} and no snapshot stands "
+            "for them (they were lost): it cannot be forked; restore them from a backup of "
+            "the store",
+            run_id=run_id,
+        )
+    return oldest
+
+
+def replace_base(state: RunState) -> RunState:
+    """A copy of a snapshot's state to start a fork from: a run of its own, not finished."""
+    copy = state_from_dict(state_to_dict(state))
+    copy.status, copy.detail = "running", {}
+    return copy
+
+
+def _state_blobs(state: RunState) -> set[str]:
+    """Blobs a folded state refers to: namespaces, arguments, return values, journals."""
+    found: set[str] = set()
+    for frame in state.frames.values():
+        found.update(frame.ns_blobs, frame.args_blobs, frame.result_blobs, frame.journal_blobs())
+    return found
 
 
 def _edited_frame(
@@ -220,18 +277,26 @@ def _replace_code(
     frame: FrameState,
     bodies: list[Body],
     code: str,
+    start: RunState | None,
 ) -> list[Body]:
-    """The records with the frame's code from its position on replaced by ``code``."""
+    """The records with the frame's code from its position on replaced by ``code`` (and,
+    in the snapshot a fork ``start``s from, the part of the response it already holds)."""
     turn = frame.current_turn()
     executed = turn.text[: frame.offset] if turn is not None else ""
     joined = executed + ("" if not executed or executed.endswith("\n") else "\n") + code
+    based = start.frames.get(frame.frame_id) if start is not None else None
     if state.kind == "script" and frame.frame_id == "main":
+        if start is not None and based is not None:  # the run record was pruned
+            start.source = joined
+            based.turns = [TurnState(0, [joined], complete=True)]
         return [
             (kind, frame_id, {**body, "source": joined} if kind == "run" else body, when)
             for kind, frame_id, body, when in bodies
         ]
     if turn is None:
         raise UsageError(f"frame {frame.frame_id} has no LLM response yet: nothing to edit")
+    if based is not None and turn.index < len(based.turns):
+        based.turns[turn.index].chunks = []  # the chunk below holds all of it
     kept = [
         item
         for item in bodies
@@ -253,6 +318,7 @@ async def _write_fork(
     blobs: dict[str, bytes],
     edits: ForkEdits,
     new_id: str | None,
+    start: RunState | None,
 ) -> str:
     meta = await store.get_meta(parent)
     fork_id = new_id or new_run_id()
@@ -274,13 +340,26 @@ async def _write_fork(
     await store.create_run(fork_meta)
     lease = await store.acquire(fork_id, owner_name())
     try:
+        base = 0 if start is None else start.seq
         copied: list[StoredRecord] = []
         for kind, frame_id, body, when in bodies:
-            record = Record(fork_id, len(copied) + 1, kind, frame_id, when, lease.epoch, body)
+            seq = base + len(copied) + 1
+            record = Record(fork_id, seq, kind, frame_id, when, lease.epoch, body)
+            copied.append(StoredRecord(record.seq, lease.epoch, codec.seal(record)))
+        if start is not None and not copied:
+            # A log that starts after its snapshot, as a pruned run's does: every store
+            # takes a first append after seq 1 for that, so the fork begins its own log.
+            begun = {"status": "running", "detail": {}}
+            record = Record(fork_id, base + 1, "status", "main", now, lease.epoch, begun)
             copied.append(StoredRecord(record.seq, lease.epoch, codec.seal(record)))
         for digest, plain in blobs.items():
             await store.put_blob(fork_id, digest, codec.seal_blob(fork_id, digest, plain))
         await store.append(fork_id, copied, lease)
+        if start is not None:
+            start.run_id = fork_id
+            state = msgpack.packb(state_to_dict(start), use_bin_type=True)
+            snapshot = Record(fork_id, base, "snapshot", "", now, lease.epoch, {"state": state})
+            await store.put_snapshot(fork_id, base, codec.seal(snapshot), lease)
         # "running" with no owner: crashed, so `resume` (or a worker) takes it from here
         await store.put_meta(replace(fork_meta, status="running", owner=None))
     finally:

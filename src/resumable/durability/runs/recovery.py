@@ -183,7 +183,7 @@ def lost_records(
         starts = records[0].seq if log_first is None else log_first
         go_on = (
             f"fork the run before the gap to go on (`resumable fork {run_id} --at {first - 1}`)"
-            if first > 1 and starts == 1
+            if first > starts  # a fork starts from record 1 or from a snapshot before the gap
             else "no fork reaches the records before them (none are left, or they were "
             "pruned): restore them from a backup of the store, or start the program again"
         )

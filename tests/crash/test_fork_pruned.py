@@ -1,0 +1,116 @@
+"""A run pruned behind a snapshot forks from that snapshot, on every store (real processes).
+
+`fork --at N` copies a log from record 1; once compaction has pruned the start, the fork
+starts from the newest snapshot at or before N instead and copies the records after it.
+The fork resumes as the parent would have (the same output, each effect once), `--set`
+and `--edit-code` apply to it, an N below the oldest snapshot is one line naming the
+range, and a hole after the snapshot is refused rather than folded over.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.crash.damage import FULL_STDOUT, LEDGER, Site
+from tests.crash.harness import resumable
+from tests.crash.test_damage_holes import PRUNED, _ledger, _run, _seqs
+
+from resumable.config import load_config
+from resumable.durability.runs.session import store_for
+
+
+def _fork(work: Path, *args: str) -> str:
+    forked = resumable(["fork", *args], work)
+    assert forked.code == 0, forked.stderr
+    return forked.stdout.strip()
+
+
+async def _oldest_snapshot(work: Path, run_id: str) -> int:
+    """The oldest snapshot the kept log follows on from (none kept below it is usable)."""
+    seqs = await _seqs(work, run_id)
+    config = load_config(cwd=work, env={})
+    oldest, at = None, seqs[-1]
+    async with store_for(config.durability, config) as store:
+        while (found := await store.get_snapshot(run_id, at)) and found[0] >= seqs[0] - 1:
+            oldest, at = found[0], found[0] - 1
+    assert oldest is not None
+    return oldest
+
+
+def _listed(work: Path, run_id: str) -> dict[str, object]:
+    listed = resumable(["runs", "--json"], work)
+    (row,) = [r for r in json.loads(listed.stdout) if r["run_id"] == run_id]
+    return row  # type: ignore[no-any-return]
+
+
+async def test_a_pruned_crashed_run_forks_from_its_snapshot_and_the_fork_finishes_it(
+    site: Site, tmp_path: Path
+) -> None:
+    run_id = _run(site, tmp_path, PRUNED, 14)
+    crashed_out = "".join(f"did {n}\n" for n in range(len(_ledger(tmp_path))))
+    seqs = await _seqs(tmp_path, run_id)
+    assert seqs[0] > 1, "nothing was pruned"
+    fork = _fork(tmp_path, run_id, "--at", str(seqs[-1]))
+    assert _listed(tmp_path, fork)["status"] == "crashed"
+    resumed = resumable(["resume", fork], tmp_path, env=PRUNED)
+    assert resumed.code == 0, resumed.stderr
+    assert crashed_out + resumed.stdout == FULL_STDOUT
+    assert _ledger(tmp_path) == LEDGER  # what the parent booked is not booked again
+    assert _listed(tmp_path, fork)["status"] == "completed"
+    shown = resumable(["show", fork], tmp_path)
+    assert f"forked from {run_id} at record {seqs[-1]}" in shown.stdout
+    assert "warning" not in shown.stderr
+    assert await _seqs(tmp_path, run_id) == seqs  # the parent is only read
+
+
+async def test_a_pruned_run_forks_with_set_and_edit_code_at_a_kept_boundary(
+    site: Site, tmp_path: Path
+) -> None:
+    run_id = _run(site, tmp_path, PRUNED, None)
+    # the oldest snapshot kept is the state after the for loop (the last statement is kept)
+    loop_done = await _oldest_snapshot(tmp_path, run_id)
+    fork = _fork(tmp_path, run_id, "--at", str(loop_done), "--set", "total=100")
+    resumed = resumable(["resume", fork], tmp_path, env=PRUNED)
+    assert resumed.code == 0, resumed.stderr
+    assert resumed.stdout == "total 100\n"
+    (tmp_path / "rest.py").write_text('print("edited", total * 2)\n')
+    fork = _fork(tmp_path, run_id, "--at", str(loop_done), "--edit-code", "rest.py")
+    resumed = resumable(["resume", fork], tmp_path, env=PRUNED)
+    assert resumed.code == 0, resumed.stderr
+    assert resumed.stdout == "edited 30\n"
+    assert _ledger(tmp_path) == LEDGER  # neither fork booked anything again
+    listed = json.loads(resumable(["runs", "--json"], tmp_path).stdout)
+    assert [(r["status"], r.get("problem")) for r in listed] == [("completed", None)] * 3
+
+
+async def test_a_fork_below_the_oldest_snapshot_names_the_range(site: Site, tmp_path: Path) -> None:
+    run_id = _run(site, tmp_path, PRUNED, 14)
+    seqs = await _seqs(tmp_path, run_id)
+    oldest = await _oldest_snapshot(tmp_path, run_id)
+    refused = resumable(["fork", run_id, "--at", "1"], tmp_path)
+    assert refused.code == 2, refused.stderr
+    assert refused.stderr == (
+        f"resumable: error: run {run_id} has no record 1 to fork from (its log was pruned up "
+        f"to record {seqs[0] - 1}, its oldest snapshot is at record {oldest}): choose --at "
+        f"between {oldest} and {seqs[-1]}\n"
+    )
+    assert [r["run_id"] for r in json.loads(resumable(["runs", "--json"], tmp_path).stdout)] == [
+        run_id
+    ]
+
+
+async def test_a_hole_after_the_snapshot_is_refused_not_folded_over(
+    site: Site, tmp_path: Path
+) -> None:
+    run_id = _run(site, tmp_path, PRUNED, 14)
+    seqs = await _seqs(tmp_path, run_id)
+    oldest = await _oldest_snapshot(tmp_path, run_id)
+    after = [seq for seq in seqs if seq > oldest]
+    assert len(after) >= 2, (oldest, seqs)
+    await site.delete(tmp_path, run_id, [after[1]])
+    refused = resumable(["fork", run_id, "--at", str(seqs[-1])], tmp_path)
+    assert refused.code == 2, refused.stderr
+    assert f"record {after[1]} is missing from its log" in refused.stderr
+    assert f"`resumable fork {run_id} --at {after[0]}`" in refused.stderr
+    assert _fork(tmp_path, run_id, "--at", str(after[0]))  # the fork it names works
