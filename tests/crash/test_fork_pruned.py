@@ -14,7 +14,7 @@ from pathlib import Path
 
 from tests.crash.damage import FULL_STDOUT, LEDGER, Site
 from tests.crash.harness import resumable
-from tests.crash.test_damage_holes import PRUNED, _ledger, _run, _seqs
+from tests.crash.test_damage_holes import PRUNED, SNAPSHOTS, _ledger, _run, _seqs
 
 from resumable.config import load_config
 from resumable.durability.runs.session import store_for
@@ -114,3 +114,22 @@ async def test_a_hole_after_the_snapshot_is_refused_not_folded_over(
     assert f"record {after[1]} is missing from its log" in refused.stderr
     assert f"`resumable fork {run_id} --at {after[0]}`" in refused.stderr
     assert _fork(tmp_path, run_id, "--at", str(after[0]))  # the fork it names works
+
+
+async def test_a_hole_in_a_whole_log_is_refused_not_renumbered_around(
+    site: Site, tmp_path: Path
+) -> None:
+    """A log that still starts at record 1 is copied from there: a record missing on the
+    way was once skipped, and the fork's state silently lacked it."""
+    run_id = _run(site, tmp_path, SNAPSHOTS, 14)
+    seqs = await _seqs(tmp_path, run_id)
+    assert seqs[0] == 1
+    await site.delete(tmp_path, run_id, [10])
+    refused = resumable(["fork", run_id, "--at", str(seqs[-1])], tmp_path)
+    assert refused.code == 2, refused.stderr
+    assert refused.stderr == (
+        f"resumable: error: run {run_id}: record 10 is missing from its log, so its state at "
+        f"record {seqs[-1]} cannot be rebuilt: fork it before the gap "
+        f"(`resumable fork {run_id} --at 9`)\n"
+    )
+    assert _fork(tmp_path, run_id, "--at", "9")
