@@ -12,12 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import msgpack
-
 from resumable.durability.effects.call_sites import call_kind, describe_call
+from resumable.durability.log.pruned import oldest_base, open_state
 from resumable.durability.log.records import Record, RecordCodec
 from resumable.durability.log.run_state import RunState
-from resumable.durability.log.state_codec import state_from_dict
 from resumable.store.base import CheckpointStore
 
 TEXT_LIMIT = 2000
@@ -65,15 +63,21 @@ async def read_timeline(store: CheckpointStore, codec: RecordCodec, run_id: str)
     result = await store.read(run_id, 0)
     state = RunState()
     timeline = Timeline(problem=result.problem)
-    if result.records and result.records[0].seq > 1:
-        timeline.first_seq = result.records[0].seq
-        snapshot = await store.get_snapshot(run_id, timeline.first_seq - 1)
-        if snapshot is not None:
-            seq, sealed = snapshot
-            record = codec.open(sealed, run_id=run_id, seq=seq)
-            state = state_from_dict(msgpack.unpackb(record.body["state"], raw=False))
+    records = result.records
+    if records and records[0].seq > 1:
+        base = await oldest_base(store, run_id, records[0].seq, records[-1].seq)
+        if base is None:  # the log lost its start: nothing to read the records in
+            timeline.first_seq = records[0].seq
+            timeline.problem = timeline.problem or (
+                f"records 1..{records[0].seq - 1} are not in the log and no snapshot "
+                "stands for them"
+            )
+            return timeline
+        state = open_state(codec, run_id, base)
+        records = [r for r in records if r.seq > base[0]]
+        timeline.first_seq = base[0] + 1
     previous: float | None = None
-    for stored in result.records:
+    for stored in records:
         record = codec.open(stored.data, run_id=run_id, seq=stored.seq)
         start = state.frames[record.frame].offset if record.frame in state.frames else 0
         state.apply(record)

@@ -33,6 +33,7 @@ import msgpack
 
 from resumable.durability.capture.snapshot import Snapshotter
 from resumable.durability.log import hashseed
+from resumable.durability.log.pruned import oldest_base
 from resumable.durability.log.records import Record, RecordCodec
 from resumable.durability.log.run_state import FrameState, RunState, TurnState
 from resumable.durability.log.state_codec import state_from_dict, state_to_dict
@@ -167,19 +168,15 @@ async def fork_run(
 async def _oldest_snapshot(store: CheckpointStore, run_id: str, first: int, last: int) -> int:
     """The lowest --at of a log pruned up to ``first - 1``: its oldest snapshot from there on
     (a snapshot kept below it would leave records missing between the two)."""
-    oldest, at = None, last
-    while at >= 0 and (found := await store.get_snapshot(run_id, at)) is not None:
-        if found[0] < first - 1:
-            break
-        oldest, at = found[0], found[0] - 1
-    if oldest is None:
+    found = await oldest_base(store, run_id, first, last)
+    if found is None:
         raise UsageError(
             f"run {run_id} no longer holds its records 1-{first - 1} and no snapshot stands "
             "for them (they were lost): it cannot be forked; restore them from a backup of "
             "the store",
             run_id=run_id,
         )
-    return oldest
+    return found[0]
 
 
 def replace_base(state: RunState) -> RunState:

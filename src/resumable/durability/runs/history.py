@@ -17,9 +17,10 @@ from datetime import datetime
 from typing import Any
 
 from resumable.durability.capture.snapshot import Snapshotter
+from resumable.durability.log.pruned import oldest_base, open_state
 from resumable.durability.log.records import Record, RecordCodec
 from resumable.durability.log.run_state import RunState
-from resumable.errors import UsageError
+from resumable.errors import IntegrityError, UsageError
 from resumable.store.base import CheckpointStore
 
 VALUE_CHARS = 60
@@ -72,16 +73,28 @@ async def run_steps(
     await store.get_meta(run_id)  # RunNotFoundError for an unknown id
     result = await store.read(run_id, 0)
     problems = [result.problem] if result.problem else []
-    if result.records and result.records[0].seq != 1:
-        problems.append(
-            f"records 1..{result.records[0].seq - 1} were pruned (kept: the newest snapshots and "
-            "what follows them); the history starts at record "
-            f"{result.records[0].seq}"
-        )
     lister = _Lister(run_id)
+    records = result.records
+    if records and records[0].seq != 1:
+        # Folded from the snapshot the kept log starts at: records before it have no
+        # state left to be read in (a turn they continue was pruned).
+        base = await oldest_base(store, run_id, records[0].seq, records[-1].seq)
+        if base is None:
+            raise IntegrityError(
+                f"run {run_id}: records 1..{records[0].seq - 1} are not in its log and no "
+                "snapshot stands for them: its history cannot be read; restore them from a "
+                "backup of the store",
+                run_id=run_id,
+            )
+        lister.state = open_state(codec, run_id, base)
+        records = [r for r in records if r.seq > base[0]]
+        problems.append(
+            f"records 1..{base[0]} were pruned (kept: the newest snapshots and what follows "
+            f"them); the history starts at record {base[0] + 1}"
+        )
     entries = []
     folded = 0
-    for stored in result.records:
+    for stored in records:
         record = codec.open(stored.data, run_id=run_id, seq=stored.seq)
         entry = lister.entry(record)
         if entry is None and not (kinds and record.kind in kinds):
