@@ -4,7 +4,8 @@ Compaction drops old snapshots with the records they cover; the SQL and Redis st
 records from the newest snapshot dropped, the folder store from the oldest one kept. A
 record kept after the cut may continue an LLM response that began before it: `steps` and
 the inspector's timeline folded the kept records from an empty state and died on such a
-record (an IndexError with a traceback). They now start at the oldest snapshot kept.
+record (an IndexError with a traceback). They now start at the oldest snapshot kept, and
+`show --at N` below it names the range instead of reporting the pruned records lost.
 """
 
 from __future__ import annotations
@@ -48,3 +49,13 @@ async def test_steps_and_the_timeline_of_a_pruned_playbook_run(site: Site, tmp_p
     assert seqs
     assert min(seqs) > base[0]
     assert seqs[-1] == records[-1].seq  # the final status
+    shown = resumable(["show", "s", "--at", str(base[0])], tmp_path)
+    assert shown.code == 0, shown.stderr
+    assert "warning" not in shown.stderr
+    below = resumable(["show", "s", "--at", "1"], tmp_path)
+    assert below.code == 2
+    assert below.stderr == (
+        f"resumable: error: run s has no record 1 to show (its log was pruned up to record "
+        f"{records[0].seq - 1}, its oldest snapshot is at record {base[0]}): choose --at "
+        f"between {base[0]} and {records[-1].seq}\n"
+    )

@@ -14,6 +14,7 @@ import msgpack
 from resumable.durability.log.records import RecordCodec
 from resumable.durability.log.run_state import RunState
 from resumable.durability.log.state_codec import state_from_dict
+from resumable.errors import UsageError
 from resumable.store.base import CheckpointStore
 
 
@@ -35,3 +36,16 @@ def open_state(codec: RecordCodec, run_id: str, snapshot: tuple[int, bytes]) -> 
     seq, sealed = snapshot
     record = codec.open(sealed, run_id=run_id, seq=seq)
     return state_from_dict(msgpack.unpackb(record.body["state"], raw=False))
+
+
+def before_the_oldest(
+    run_id: str, at: int, purpose: str, *, first: int, oldest: int, last: int
+) -> UsageError:
+    """``--at`` below where a pruned log can be folded from, as one line with the range."""
+    return UsageError(
+        f"run {run_id} has no record {at} {purpose} (its log was pruned up to record "
+        f"{first - 1}, its oldest snapshot is at record {oldest}): choose --at between "
+        f"{oldest} and {last}",
+        run_id=run_id,
+        at=at,
+    )

@@ -33,7 +33,7 @@ import msgpack
 
 from resumable.durability.capture.snapshot import Snapshotter
 from resumable.durability.log import hashseed
-from resumable.durability.log.pruned import oldest_base
+from resumable.durability.log.pruned import before_the_oldest, oldest_base
 from resumable.durability.log.records import Record, RecordCodec
 from resumable.durability.log.run_state import FrameState, RunState, TurnState
 from resumable.durability.log.state_codec import state_from_dict, state_to_dict
@@ -112,15 +112,11 @@ async def fork_run(
     last = result.records[-1].seq if result.records else 0
     first = result.records[0].seq if result.records else 1
     lowest = 1 if first == 1 else await _oldest_snapshot(store, run_id, first, last)
+    if lowest > 1 and at < lowest:
+        raise before_the_oldest(run_id, at, "to fork from", first=first, oldest=lowest, last=last)
     if not lowest <= at <= last:
-        pruned = (
-            f" to fork from (its log was pruned up to record {first - 1}, its oldest snapshot "
-            f"is at record {lowest})"
-            if lowest > 1
-            else ""
-        )
         raise UsageError(
-            f"run {run_id} has no record {at}{pruned}: choose --at between {lowest} and {last}",
+            f"run {run_id} has no record {at}: choose --at between {lowest} and {last}",
             run_id=run_id,
             at=at,
         )

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from resumable.durability.capture.snapshot import Snapshotter
+from resumable.durability.log.pruned import before_the_oldest, oldest_base
 from resumable.durability.log.records import Record, RecordCodec
 from resumable.durability.log.run_state import FrameState, RunState
 from resumable.durability.runs import explain, owners
@@ -32,6 +33,7 @@ from resumable.store.base import (
     RunSummary,
     StoredRecord,
 )
+from resumable.store.holes import log_extent
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +174,14 @@ async def show_run(
     store: CheckpointStore, codec: RecordCodec, run_id: str, *, at: int | None = None
 ) -> RunView:
     """The run as of record ``at``: call stack, variables, executed and remaining code."""
+    if at is not None:
+        extent = await log_extent(store, run_id)
+        if extent.first is not None and extent.last is not None and extent.first > 1:
+            found = await oldest_base(store, run_id, extent.first, extent.last)
+            if found is not None and at < found[0]:  # (none: load reports the lost start)
+                raise before_the_oldest(
+                    run_id, at, "to show", first=extent.first, oldest=found[0], last=extent.last
+                )
     coordinator = RunLoader(store, codec)
     loaded = await coordinator.load(run_id, at=at, loss="report")
     state = loaded.state
