@@ -86,3 +86,37 @@ def test_the_real_stdout_has_the_text_stream_api_under_a_run() -> None:
         assert isinstance(sys.stdout.encoding, str)
         assert hasattr(sys.stdout.buffer, "write")
         assert pickle.loads(pickle.dumps(sys.stdout)) is sys.stdout
+
+
+class _Calls(io.RawIOBase):
+    """A raw stream that keeps each write call apart, as a pipe's reader sees them."""
+
+    def __init__(self) -> None:
+        self.calls: list[bytes] = []
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: object) -> int:
+        chunk = bytes(data)  # type: ignore[call-overload]
+        self.calls.append(chunk)
+        return len(chunk)
+
+
+def test_held_output_reaches_a_write_through_stream_in_one_call_per_stream() -> None:
+    """With PYTHONUNBUFFERED each write reaches the OS at once: released output held for a
+    record goes in one call, so a kill after the record cannot leave half a line printed."""
+    raw_out, raw_err = _Calls(), _Calls()
+    stdout = _Router(io.TextIOWrapper(raw_out, encoding="utf-8", write_through=True))  # type: ignore[arg-type]
+    stderr = _Router(io.TextIOWrapper(raw_err, encoding="utf-8", write_through=True))  # type: ignore[arg-type]
+    program = ProgramOutput(hold=True)
+    with program.installed():
+        print("turn", 8, "starts", file=stdout)
+        print("tool said", 64, file=stdout)
+        print("warning", file=stderr)
+        print("turn", 8, "ends", file=stdout)
+        assert raw_out.calls == []  # held until its record is written
+        assert raw_err.calls == []
+        program.release(program.mark()[1])
+    assert raw_out.calls == [b"turn 8 starts\ntool said 64\n", b"turn 8 ends\n"]
+    assert raw_err.calls == [b"warning\n"]

@@ -17,6 +17,8 @@ import io
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from itertools import groupby
+from operator import itemgetter
 from typing import Any, TextIO
 
 from resumable.exec.wrapped_stream import StandIn, WrappedStream
@@ -166,9 +168,12 @@ class ProgramOutput:
             out, self.held = held, []
         else:
             out, self.held = held[:count], held[count:]
+        # One write per stream in turn, not one per item: ``print("a", n)`` holds four
+        # items, and with PYTHONUNBUFFERED (write-through) each would be its own write
+        # call, so a kill between two of them would cut a line the record says was printed.
         streams: dict[int, _Router] = {}
-        for router, text in out:
-            router.real.write(text)
+        for router, items in groupby(out, key=itemgetter(0)):
+            router.real.write("".join(text for _, text in items))
             streams[id(router)] = router
         for router in streams.values():
             router.flush()
