@@ -29,6 +29,7 @@ from typing import Literal
 
 import msgpack
 
+from resumable.durability.log.pruned import oldest_base
 from resumable.durability.log.records import Record, RecordCodec
 from resumable.durability.log.run_state import FrameState, RunState
 from resumable.durability.log.state_codec import state_from_dict
@@ -102,16 +103,17 @@ class RunLoader:
         below = None if gap is not None or after == 0 else await log_gap(self.store, run_id)
         if below is not None and below[0][0] <= after and (at is None or below[0][0] <= at):
             # a hole the snapshot folds over: the log is still not what was acknowledged
-            problem = lost_records(run_id, self.store.url, below[0], below[1])
+            fork_from = await lowest_fork(self.store, run_id)
+            problem = lost_records(run_id, self.store.url, below[0], below[1], fork_from=fork_from)
             if loss != "report":
                 raise problem
             loaded_problem: str | None = problem.message
         else:
             loaded_problem = None
         if gap is not None and (at is None or gap[0] <= at):
-            first = (await log_extent(self.store, run_id)).first if after else None
+            fork_from = await lowest_fork(self.store, run_id)
             problem = lost_records(
-                run_id, self.store.url, gap, result, snapshot=snapshot, log_first=first
+                run_id, self.store.url, gap, result, snapshot=snapshot, fork_from=fork_from
             )
             hole = bool(result.records) and result.records[-1].seq > gap[1]
             if loss == "refuse" or (loss == "accept" and hole):
@@ -152,14 +154,14 @@ def lost_records(
     *,
     accepted: bool = False,
     snapshot: tuple[int, bytes] | None = (0, b""),
-    log_first: int | None = None,
+    fork_from: int | None = None,
 ) -> LostRecordsError:
     """The one line that says which records are gone and what the user can do.
 
     ``snapshot`` None: the run has no snapshot left, so a log that starts after record 1
-    lost the snapshot it was pruned behind (never replayed from the start). ``log_first``:
-    the first seq of the whole log, when ``result`` was read from a snapshot on (a fork
-    copies the log from record 1, so only a log that starts there can be forked).
+    lost the snapshot it was pruned behind (never replayed from the start). ``fork_from``:
+    the lowest ``--at`` a fork of the run takes (:func:`lowest_fork`; None: no fork), so a
+    fork is suggested only where it works.
     """
     first, last = gap
     span = f"record {first} is" if first == last else f"records {first}-{last} are"
@@ -180,10 +182,9 @@ def lost_records(
     else:
         span = f"{span} missing from"
     if records and records[-1].seq > last:  # a hole: what follows it cannot be folded
-        starts = records[0].seq if log_first is None else log_first
         go_on = (
             f"fork the run before the gap to go on (`resumable fork {run_id} --at {first - 1}`)"
-            if first > starts  # a fork starts from record 1 or from a snapshot before the gap
+            if fork_from is not None and first - 1 >= max(fork_from, 1)
             else "no fork reaches the records before them (none are left, or they were "
             "pruned): restore them from a backup of the store, or start the program again"
         )
@@ -220,7 +221,21 @@ async def log_damage(store: CheckpointStore, run_id: str) -> str | None:
     if found is None:
         return None
     gap, result = found
-    return lost_records(run_id, store.url, gap, result).message
+    return lost_records(
+        run_id, store.url, gap, result, fork_from=await lowest_fork(store, run_id)
+    ).message
+
+
+async def lowest_fork(store: CheckpointStore, run_id: str) -> int | None:
+    """The lowest ``--at`` a fork of the run takes: 1 for a log from record 1, the oldest
+    snapshot a pruned log folds from, None for a log that lost its start (or is empty)."""
+    extent = await log_extent(store, run_id)
+    if extent.first is None or extent.last is None:
+        return None
+    if extent.first == 1:
+        return 1
+    found = await oldest_base(store, run_id, extent.first, extent.last)
+    return None if found is None else found[0]
 
 
 def code_of(frame: FrameState) -> str:
