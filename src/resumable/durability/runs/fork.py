@@ -33,7 +33,7 @@ import msgpack
 
 from resumable.durability.capture.snapshot import Snapshotter
 from resumable.durability.log import hashseed
-from resumable.durability.log.pruned import before_the_oldest, oldest_base
+from resumable.durability.log.pruned import before_the_oldest, oldest_base, open_state
 from resumable.durability.log.records import Record, RecordCodec
 from resumable.durability.log.run_state import FrameState, RunState, TurnState
 from resumable.durability.log.state_codec import state_from_dict, state_to_dict
@@ -122,12 +122,10 @@ async def fork_run(
         )
     # Read, verify and edit everything first: a wrong key, a forged record or a bad edit
     # leaves no fork behind.
-    base, state = None, RunState()
     found = await store.get_snapshot(run_id, at) if first > 1 else None
-    if found is not None:  # the newest at or before `at` (the oldest kept one is)
-        base = codec.open(found[1], run_id=run_id, seq=found[0])
-        state = state_from_dict(msgpack.unpackb(base.body["state"], raw=False))
-    after = state.seq if base is not None else 0
+    # the newest at or before `at` (the oldest kept one is)
+    state = RunState() if found is None else open_state(codec, run_id, found)
+    after = 0 if found is None else found[0]
     records = [r for r in result.records if after < r.seq <= at]
     for expected, stored in enumerate(records, start=after + 1):
         if stored.seq != expected:  # a hole: what follows it cannot be folded
@@ -139,7 +137,7 @@ async def fork_run(
                 at=at,
             )
     opened = [codec.open(stored.data, run_id=run_id, seq=stored.seq) for stored in records]
-    start = replace_base(state) if base is not None else None
+    start = None if found is None else _fork_start(state)
     for record in opened:
         state.apply(record)
     digests = {digest for record in opened for digest in record.body.get("b") or ()}
@@ -175,7 +173,7 @@ async def _oldest_snapshot(store: CheckpointStore, run_id: str, first: int, last
     return found[0]
 
 
-def replace_base(state: RunState) -> RunState:
+def _fork_start(state: RunState) -> RunState:
     """A copy of a snapshot's state to start a fork from: a run of its own, not finished."""
     copy = state_from_dict(state_to_dict(state))
     copy.status, copy.detail = "running", {}

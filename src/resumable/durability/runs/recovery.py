@@ -27,12 +27,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-import msgpack
-
-from resumable.durability.log.pruned import oldest_base
+from resumable.durability.log.pruned import oldest_base, open_state
 from resumable.durability.log.records import Record, RecordCodec
 from resumable.durability.log.run_state import FrameState, RunState
-from resumable.durability.log.state_codec import state_from_dict
 from resumable.errors import IntegrityError, LostRecordsError, RunNotFoundError
 from resumable.exec.reply_filter import executed_text
 from resumable.store.base import RESUMABLE_STATUSES, CheckpointStore, ReadResult, RunMeta
@@ -92,10 +89,8 @@ class RunLoader:
         after = 0
         snapshot = await self.store.get_snapshot(run_id, at)
         if snapshot is not None:
-            seq, sealed = snapshot
-            record = self.codec.open(sealed, run_id=run_id, seq=seq)
-            state = state_from_dict(msgpack.unpackb(record.body["state"], raw=False))
-            after = seq
+            state = open_state(self.codec, run_id, snapshot)
+            after = snapshot[0]
         result = await self.store.read(run_id, after)
         loaded = LoadedRun(meta, state)
         largest = 0
