@@ -11,18 +11,13 @@ the checks, the environment override, ``to_toml`` and the commented example foll
 from __future__ import annotations
 
 import dataclasses
-import difflib
-import json
 import math
 import os
 import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin, get_type_hints
-
-import tomli_w
 
 from resumable.config.settings import (
     _SECTIONS,
@@ -84,6 +79,8 @@ def render_example() -> str:
         "# The environment overrides any key as RESUMABLE_<SECTION>_<KEY>,"
         " e.g. RESUMABLE_DURABILITY_SYNC=flush.",
     ]
+    import tomli_w  # loaded here: every run reads its settings, only `init` writes them
+
     infos = describe_settings()
     for section, cls in _SECTIONS.items():
         summary = (cls.__doc__ or "").split(":", 1)[-1].strip()
@@ -144,6 +141,8 @@ class _Reader:
         self.origins: dict[str, str] = {}
 
     def read_file(self, file: Path, shown: str) -> None:
+        import tomllib  # loaded here: a run without a settings file needs no TOML reader
+
         try:
             data = tomllib.loads(file.read_text(encoding="utf-8"))
         except tomllib.TOMLDecodeError as error:
@@ -233,6 +232,10 @@ def _accept_or_raise(section: str, key: str, value: Any, shown: str, *, from_env
         return _accept(_from_text(value, hint) if from_env else value, hint, rules)
     except _Invalid:
         pass
+    import json
+
+    import tomli_w
+
     message = f"[{section}] {key} must be {_expected(hint, rules, from_env)}, "
     message += f"got {json.dumps(value) if from_env else _show(value)}"
     if get_origin(hint) is Literal and isinstance(value, str):
@@ -296,6 +299,8 @@ def _expected(hint: Any, rules: Mapping[str, Any], from_env: bool) -> str:
 
 
 def _did_you_mean(word: str, options: list[str], template: str, *, upper: bool = False) -> str:
+    import difflib
+
     close = difflib.get_close_matches(word, options, n=1)
     if not close:
         return ""
@@ -307,6 +312,8 @@ def _show(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
+        import json
+
         return json.dumps(value, ensure_ascii=False)
     if isinstance(value, dict):
         return "a table"

@@ -7,8 +7,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import tomli_w
-
 CONFIG_FILE = "playbooks.toml"
 CONFIG_ENV = "RESUMABLE_CONFIG"
 
@@ -163,6 +161,8 @@ class Config:
 
     def to_toml(self) -> str:
         """Every setting as TOML that ``load_config`` reads back to equal settings."""
+        import tomli_w  # only `init` and `config` write TOML
+
         return tomli_w.dumps({name: dataclasses.asdict(getattr(self, name)) for name in _SECTIONS})
 
 
