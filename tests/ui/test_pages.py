@@ -85,7 +85,7 @@ def test_the_status_filter_keeps_only_runs_of_that_status(page: Any, base_url: s
     assert page.goto(base_url + "/?status=lost").status == 400
     assert page.locator("#problem .alert").inner_text() == (
         f"status='lost' is not a status; use one of "
-        f"{', '.join([*STATUSES, 'crashed', 'interrupted'])}"
+        f"{', '.join([*STATUSES, 'crashed', 'interrupted', 'unfinished'])}"
     )
 
 

@@ -28,8 +28,16 @@ INTERRUPTED = "interrupted"
 """The key in ``RunMeta.extra`` of a run stopped in order while running (a stop signal, a
 failing store): listed ``interrupted`` instead of ``crashed``, with the reason."""
 
-LISTED_STATUSES: tuple[str, ...] = (*STATUSES, "crashed", INTERRUPTED)
-"""Every status ``runs`` lists: the stored ones, and two kinds of ``running`` with no owner."""
+UNFINISHED_FORK = "unfinished_fork"
+"""The key in ``RunMeta.extra`` of a fork until ``fork`` has written all of it: listed
+``unfinished``, never resumed (a fork killed while copying may lack records or its
+snapshot), deleted by ``gc``."""
+
+UNFINISHED = "unfinished"
+
+LISTED_STATUSES: tuple[str, ...] = (*STATUSES, "crashed", INTERRUPTED, UNFINISHED)
+"""Every status ``runs`` lists: the stored ones, two kinds of ``running`` with no owner, and a
+fork not written whole."""
 
 RESUMABLE_STATUSES: tuple[str, ...] = ("crashed", INTERRUPTED, "waiting", "pending")
 """The statuses of a run ``resume`` (or ``--latest``) continues."""
@@ -129,6 +137,8 @@ class RunSummary:
     def status(self) -> str:
         if self.damaged is not None:
             return "damaged"
+        if self.meta.extra.get(UNFINISHED_FORK):
+            return UNFINISHED
         if self.meta.status == "running" and not self.live:
             return INTERRUPTED if self.meta.extra.get(INTERRUPTED) else "crashed"
         return self.meta.status

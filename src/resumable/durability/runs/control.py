@@ -35,7 +35,14 @@ from resumable.durability.log.records import Record, RecordCodec
 from resumable.durability.log.store_faults import StoreFailed
 from resumable.durability.runs import owners
 from resumable.errors import ResumableError, RunBusyError, UsageError
-from resumable.store.base import INTERRUPTED, CheckpointStore, Lease, RunMeta, StoredRecord
+from resumable.store.base import (
+    INTERRUPTED,
+    UNFINISHED_FORK,
+    CheckpointStore,
+    Lease,
+    RunMeta,
+    StoredRecord,
+)
 
 FINISHED = ("completed", "failed", "cancelled")
 CANCEL = "cancel"
@@ -231,6 +238,25 @@ def refuse_cancelled(meta: RunMeta) -> None:
             f"(fork it with `resumable fork {meta.run_id} --at N` to run part of it again)",
             run_id=meta.run_id,
         )
+
+
+def unfinished_fork(meta: RunMeta) -> str | None:
+    """Why a fork cannot run: ``fork`` stopped before all of it was written (None: it was)."""
+    if not meta.extra.get(UNFINISHED_FORK):
+        return None
+    again = f"resumable fork {meta.parent} --at {meta.extra.get('forked_at')}"
+    return (
+        f"run {meta.run_id} is an unfinished fork: `resumable fork` stopped before all of it "
+        f"was written, so it may lack records of run {meta.parent}; fork again (`{again}`, "
+        "with the same edits), and `resumable gc` deletes this one"
+    )
+
+
+def refuse_unfinished_fork(meta: RunMeta) -> None:
+    """A fork not written whole is never resumed: a UsageError saying what to do instead."""
+    problem = unfinished_fork(meta)
+    if problem is not None:
+        raise UsageError(problem, run_id=meta.run_id)
 
 
 async def admit(

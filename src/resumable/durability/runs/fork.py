@@ -40,7 +40,7 @@ from resumable.durability.log.state_codec import state_from_dict, state_to_dict
 from resumable.durability.runs.owners import owner_name
 from resumable.durability.runs.session import new_run_id
 from resumable.errors import UsageError
-from resumable.store.base import CheckpointStore, RunMeta, StoredRecord
+from resumable.store.base import UNFINISHED_FORK, CheckpointStore, RunMeta, StoredRecord
 
 _EXCLUDE = ("__builtins__", "__resumable__")
 Body = tuple[str, str, dict[str, Any], float]
@@ -326,7 +326,7 @@ async def _write_fork(
         created_at=now,
         updated_at=now,
         parent=parent,
-        extra=extra,
+        extra={**extra, UNFINISHED_FORK: True},  # until all of it is written
     )
     await store.create_run(fork_meta)
     lease = await store.acquire(fork_id, owner_name())
@@ -352,7 +352,7 @@ async def _write_fork(
             snapshot = Record(fork_id, base, "snapshot", "", now, lease.epoch, {"state": state})
             await store.put_snapshot(fork_id, base, codec.seal(snapshot), lease)
         # "running" with no owner: crashed, so `resume` (or a worker) takes it from here
-        await store.put_meta(replace(fork_meta, status="running", owner=None))
+        await store.put_meta(replace(fork_meta, status="running", owner=None, extra=extra))
     finally:
         await store.release(lease)
     return fork_id

@@ -1,10 +1,11 @@
 """``resumable gc``: delete old finished runs, prune the others, sweep their superseded blobs.
 
 Each step removes only what nothing kept needs: a finished run older than the cutoff
-goes whole; a run no live process owns is pruned to its ``keep`` newest snapshots, then
-loses the blobs no record or snapshot still in the store refers to
-(:mod:`resumable.durability.runs.blob_sweep`); a run that is running is left alone. A
-store that keeps freed space in its file (SQLite) is then compacted (``reclaim``).
+goes whole, and so does a fork that ``fork`` stopped writing (it can never run); a run
+no live process owns is pruned to its ``keep`` newest snapshots, then loses the blobs no
+record or snapshot still in the store refers to (:mod:`resumable.durability.runs.blob_sweep`);
+a run that is running is left alone. A store that keeps freed space in its file (SQLite) is
+then compacted (``reclaim``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from resumable.durability.log.records import RecordCodec
 from resumable.durability.runs import owners
 from resumable.durability.runs.blob_sweep import sweep_blobs
 from resumable.errors import UsageError
-from resumable.store.base import CheckpointStore
+from resumable.store.base import UNFINISHED, CheckpointStore
 
 __all__ = ["GarbageReport", "collect_garbage"]
 
@@ -71,7 +72,9 @@ async def collect_garbage(
         meta = summary.meta
         if summary.damaged is not None:
             continue  # `resumable repair` it first: its metadata says nothing to go by
-        if summary.status in ("completed", "failed", "cancelled") and meta.updated_at < cutoff:
+        old = summary.status in ("completed", "failed", "cancelled") and meta.updated_at < cutoff
+        left = summary.status == UNFINISHED and not summary.live  # copies that never run
+        if old or left:
             deleted.append(meta.run_id)
             if not dry_run:
                 await store.delete_run(meta.run_id)

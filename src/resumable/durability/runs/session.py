@@ -203,6 +203,7 @@ class RunSession:
         load_hook(policy.after_checkpoint, "after_checkpoint")
         meta = await store.get_meta(run_id)
         control.refuse_cancelled(meta)
+        control.refuse_unfinished_fork(meta)
         coordinator = RunLoader(store, codec)
         loss: Literal["refuse", "accept"] = "accept" if accept_loss else "refuse"
         skipped: list[str] | None = None

@@ -15,7 +15,7 @@ from resumable.durability.capture.snapshot import Snapshotter
 from resumable.durability.log.pruned import before_the_oldest, oldest_base
 from resumable.durability.log.records import Record, RecordCodec
 from resumable.durability.log.run_state import FrameState, RunState
-from resumable.durability.runs import explain, owners
+from resumable.durability.runs import control, explain, owners
 from resumable.durability.runs.owners import owner_name
 from resumable.durability.runs.recovery import (
     RunLoader,
@@ -87,7 +87,7 @@ async def list_runs(
             continue
         if since is not None and meta.created_at < since:
             continue
-        status, problem = summary.status, summary.damaged
+        status, problem = summary.status, summary.damaged or control.unfinished_fork(meta)
         if problem is None and not summary.live and summary.last_seq > 0:
             lost = await log_damage(store, meta.run_id)
             if lost is not None:
@@ -246,7 +246,7 @@ async def show_run(
         state.kind,
         status,
         state.seq,
-        loaded.problems,
+        [p for p in (control.unfinished_fork(loaded.meta), *loaded.problems) if p],
         state.detail,
         question=explain.question(state, status),
         error=explain.failure(state, loaded.meta, status),
