@@ -189,6 +189,32 @@ def test_statements_of_valid_streams(stream: str, expected: list[str], size: int
     assert body == [ast.dump(n) for n in ast.parse(stream).body]
 
 
+# Block lines that look like whole lines of code but leave a string or a bracket open, or
+# end the block: the splitter takes plain block lines many at a time, and must not take these.
+BLOCK_LINES = [
+    'def f():\n    s = """a"\nx = 1\n"""\n    return s\ny = 2\n',
+    "def f():\n    s = '''it's'''\n    t = ''\ny = 2\n",
+    "def f():\n    s = 'a\\'b' + \"c\\\"d\" ; t = '#'  # ( [ '\n    return (s, t)\nz = 3\n",
+    "def f():\n    return [[[[1]]]], {'a': ({1}, [2])}\nz = 3\n",
+    "def f():\n    x = (1,\n2)\n    return x\nz = 3\n",
+    "def f():\n    x = f'{a!r:>{w}}' + f\"{b['k']}\"\n\n    # note (\n\n    return x\nz = 3\n",
+    "def f():\r\n    x = 1\r\n    \r\n\r\n# c\r\ny = 2\r\n",
+    "class A:\n\tx = 1\n\ty = [x]\n\n\f\n@dec\ndef g(): pass\n",
+    "if a:\n    b = 1 \\\n+ 2\nelse:\n    c = (3)\nd = 4\n",
+]
+
+
+@pytest.mark.parametrize("size", [1, 3, 7, 10**9])
+@pytest.mark.parametrize("stream", BLOCK_LINES)
+def test_block_lines_are_taken_whole_only_when_they_close_what_they_open(
+    stream: str, size: int
+) -> None:
+    statements = split(chunks_of(stream, size))
+    check_statements(stream, statements)
+    body = [ast.dump(n) for s in statements for n in s.tree or []]
+    assert body == [ast.dump(n) for n in ast.parse(stream).body]
+
+
 @pytest.mark.parametrize(("stream", "expected"), VALID)
 def test_resuming_after_any_statement_gives_the_rest(stream: str, expected: object) -> None:
     """A splitter started at a statement's end (line, column) yields the remaining ones."""

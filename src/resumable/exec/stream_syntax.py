@@ -156,6 +156,27 @@ KIND = {
 PAIR = {")": "(", "]": "[", "}": "{"}
 
 
+def _nested(depth: int) -> str:
+    """What may stand inside brackets ``depth`` deep on one line: code without quotes,
+    brackets, comments or backslashes, single-line strings without a triple quote, and
+    brackets (of the matching kind) that close on the line."""
+    plain = r"[^'\"#()\[\]{}\\\n]++"
+    strings = r"'(?!'')(?:[^'\\\n]|\\[^\n\r])*+'|\"(?!\"\")(?:[^\"\\\n]|\\[^\n\r])*+\""
+    if depth == 0:
+        return f"{plain}|{strings}"
+    inner = _nested(depth - 1)
+    pairs = rf"\((?:{inner})*+\)|\[(?:{inner})*+\]|\{{(?:{inner})*+\}}"
+    return f"{plain}|{strings}|{pairs}"
+
+
+BODY_LINES = re.compile(rf"(?:[ \t]++(?=[^\s#])(?:{_nested(3)})*+(?:#[^\n]*+)?\n)*+")
+"""Indented lines of code that each leave the lexical state as they found it: every
+bracket and string closes on its line, no backslash; lines a compound statement's block
+takes whole, many at a time. Possessive throughout, so a line that does not fit fails
+in time linear in its length. Anything else (blank and comment lines, brackets or strings
+across lines, brackets more than three deep) is left to the splitter's line-by-line scan."""
+
+
 def starts_statement(text: str) -> bool | None:
     """Does this start of a line begin a new top-level statement? None: not known yet."""
     word = WORD.match(text).end()  # type: ignore[union-attr]

@@ -7,7 +7,10 @@ has arrived (a partial last line waits). A small lexer keeps the lexical state
 across lines - the stack of open brackets, the quote of a string still open, a
 backslash continuation - and jumps between the characters that can change it
 (quotes, brackets, ``#``, ``;``, backslash) with one compiled regex, so plain
-code costs no Python-level work. A line that ends outside all three completes a
+code costs no Python-level work. Two kinds of lines are taken many at a time, one
+regex match for all of them: the plain lines of a compound statement's block (indented,
+every bracket and string closed on the line: ``BODY_LINES``), and the lines inside an
+open triple-quoted string; neither changes the lexical state. A line that ends outside all three completes a
 logical line; its first word decides. An indented line, or ``elif``/``else``/
 ``except``/``finally``, continues the pending compound statement; ``@`` lines and
 the ``def``/``class`` they decorate form one statement; any other line at
@@ -44,6 +47,7 @@ import re
 from resumable.exec.statement import Statement
 from resumable.exec.stream_syntax import (
     BODY,
+    BODY_LINES,
     CLOSE,
     COMMENT,
     FOLLOWS,
@@ -73,7 +77,6 @@ _STARTS = frozenset({"if", "for", "while", "try", "with", "def", "class", "async
 _DEFINES = frozenset({"def", "class", "async"})
 _HEAD = re.compile(r"([ \t\f]*)(\w*)")
 _SKIP = re.compile(r"[ \t\f;]*")
-_SPACE = re.compile(r"(?:[ \t\f]|\\\r?\n)*")
 
 
 class StatementSplitter:
@@ -129,9 +132,14 @@ class StatementSplitter:
         certainly invalid. Statements completed before the error in the same
         chunk are returned first, and the error is raised by the next call.
         """
-        if "\n" not in chunk and not self._probe and self._error is None:
-            self._partial.append(chunk)  # most chunks: part of a line (the fast path)
-            return []
+        if "\n" not in chunk and self._error is None:
+            if not self._probe:
+                self._partial.append(chunk)  # most chunks: part of a line (the fast path)
+                return []
+            if not self._partial and chunk[:1] in (" ", "\t"):
+                self._probe = False  # an indented line: the pending block goes on
+                self._partial.append(chunk)
+                return []
         if self._error is not None:
             raise self._error
         if not chunk:
@@ -179,6 +187,28 @@ class StatementSplitter:
     def _scan(self, text: str, out: list[Statement]) -> None:
         start = 0
         while True:
+            if self._kind == _COMPOUND and self._lparts is None and not self._lead:
+                # The block of a compound statement: its plain lines all at once.
+                end = BODY_LINES.match(text, start).end()  # type: ignore[union-attr]
+                if end > start:
+                    block = text[start:end]
+                    self._extend(block)
+                    self._pos += len(block)
+                    self._line += block.count("\n")
+                    self._col0 = 0
+                    self._probe = True
+                    start = end
+            elif self._quote is not None and len(self._quote) == 3:
+                # Inside a triple-quoted string: the lines before the one that closes it.
+                close = BODY[self._quote].match(text, start).end()  # type: ignore[union-attr]
+                end = text.rfind("\n", start, close) + 1
+                if end > start:
+                    block = text[start:end]
+                    self._lparts.append(block)  # type: ignore[union-attr]
+                    self._pos += len(block)
+                    self._line += block.count("\n")
+                    self._col0 = 0
+                    start = end
             end = text.find("\n", start) + 1
             if not end:
                 return
