@@ -14,6 +14,7 @@ import json
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -25,40 +26,38 @@ WRITES = ("create_run", "put_blob", "append", "put_snapshot", "put_meta")
 
 KILLER = f"""\
 import os, signal, sys
-from resumable.durability.runs import fork
+from resumable.durability.runs import session
 
 kill_after = int(os.environ["KILL_AFTER_WRITES"])
 writes = []
 
 
-class Killing:
-    def __init__(self, store):
-        self._store = store
+def killing(name, write):
+    async def wrapper(self, *args, **kwargs):
+        done = await write(self, *args, **kwargs)
+        writes.append(name)
+        print("wrote", name, file=sys.stderr, flush=True)
+        if len(writes) == kill_after:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return done
 
-    def __getattr__(self, name):
-        found = getattr(self._store, name)
-        if name not in {WRITES!r}:
-            return found
-
-        async def write(*args, **kwargs):
-            done = await found(*args, **kwargs)
-            writes.append(name)
-            print("wrote", name, file=sys.stderr, flush=True)
-            if len(writes) == kill_after:
-                os.kill(os.getpid(), signal.SIGKILL)
-            return done
-
-        return write
+    return wrapper
 
 
-real = fork._write_fork
+real_store_for = session.store_for
 
 
-async def killed_while_writing(store, *args, **kwargs):
-    return await real(Killing(store), *args, **kwargs)
+def store_for(settings, config):
+    store = real_store_for(settings, config)
+    kind = type(store)
+    if not getattr(kind, "killing", False):
+        kind.killing = True
+        for name in {WRITES!r}:
+            setattr(kind, name, killing(name, getattr(kind, name)))
+    return store
 
 
-fork._write_fork = killed_while_writing
+session.store_for = store_for  # before the command line imports it
 sys.argv = ["resumable", *sys.argv[1:]]
 from resumable.launcher import main
 
@@ -66,13 +65,14 @@ main()
 """
 
 
-def _killed_fork(work: Path, env: dict[str, str], kill_after: int, *args: str) -> list[str]:
-    """Run ``resumable fork ARGS``, killed right after its ``kill_after``-th store write;
-    the writes it made (all of them, with exit 0, if it made fewer)."""
+def _killed(work: Path, env: dict[str, str], kill_after: int, *args: str) -> list[str]:
+    """Run ``resumable ARGS``, killed right after its ``kill_after``-th store write; the
+    writes it made (all of them, with exit 0, if it made fewer)."""
     done = subprocess.run(
-        [sys.executable, "-c", KILLER, "fork", *args],
+        [sys.executable, "-c", KILLER, *args],
         cwd=work,
-        env={**_env(env), "KILL_AFTER_WRITES": str(kill_after)},
+        # a seed of its own: the command must not start again, without the patch
+        env={**_env(env), "KILL_AFTER_WRITES": str(kill_after), "PYTHONHASHSEED": "0"},
         capture_output=True,
         text=True,
         timeout=60,
@@ -102,7 +102,7 @@ async def test_a_fork_killed_after_any_write_is_unfinished_never_resumed_and_col
     kill_after, seen = 1, []
     while True:
         before = set(_statuses(tmp_path))
-        writes = _killed_fork(tmp_path, env, kill_after, *fork_args)
+        writes = _killed(tmp_path, env, kill_after, "fork", *fork_args)
         (fork,) = set(_statuses(tmp_path)) - before
         status, problem = _statuses(tmp_path)[fork]
         if len(writes) < kill_after:  # the fork ran to its end: nothing left to kill
@@ -139,3 +139,42 @@ async def test_a_fork_killed_after_any_write_is_unfinished_never_resumed_and_col
     assert resumed.code == 0, resumed.stderr
     assert crashed_out + resumed.stdout == FULL_STDOUT
     assert _ledger(tmp_path) == LEDGER
+
+
+async def test_a_run_killed_before_its_first_record_never_started_and_is_collected(
+    site: Site, tmp_path: Path
+) -> None:
+    """A new run is created, owned, then its first record written: killed before that
+    record, it is listed ``unfinished`` (it never started), ``resume`` says to start the
+    program again, and ``gc`` deletes it; killed right after it, it resumes as usual."""
+    first = _run(site, tmp_path, SNAPSHOTS, None)  # a run that completes makes the store
+    booked = _ledger(tmp_path)
+    kill_after, never = 1, set()
+    while True:
+        before = set(_statuses(tmp_path))
+        writes = _killed(tmp_path, SNAPSHOTS, kill_after, "exec", "s.py")
+        (run,) = set(_statuses(tmp_path)) - before
+        status, problem = _statuses(tmp_path)[run]
+        if writes[-1] == "append":
+            assert status == "crashed", writes
+            break
+        assert status == "unfinished", writes
+        assert problem == f"run {run} never started: its process died before its first " + (
+            "record, so nothing of it ran; start the program again, and `resumable gc` "
+            "deletes this one"
+        )
+        resumed = resumable(["resume", run], tmp_path, env=SNAPSHOTS)
+        assert resumed.code == 2, resumed.stderr
+        assert "never started" in resumed.stderr
+        never.add(run)
+        kill_after += 1
+    assert len(never) >= 1
+    time.sleep(site.lease_seconds)
+    collected = resumable(["gc", "--json"], tmp_path, env=SNAPSHOTS)
+    assert collected.code == 0, collected.stderr
+    assert set(json.loads(collected.stdout)["deleted_runs"]) == never
+    assert set(_statuses(tmp_path)) == {first, run}
+    resumed = resumable(["resume", run], tmp_path, env=SNAPSHOTS)
+    assert resumed.code == 0, resumed.stderr
+    assert resumed.stdout == FULL_STDOUT
+    assert _ledger(tmp_path) == booked + LEDGER

@@ -49,7 +49,8 @@ def runs_command(
         typer.Option(
             "--status",
             help="Only runs in this status: running, crashed, interrupted, waiting, pending, "
-            "completed, failed, cancelled, unfinished (a fork not written whole) (repeatable).",
+            "completed, failed, cancelled, unfinished (a fork not written whole, a run killed "
+            "before its first record) (repeatable).",
         ),
     ] = None,
     program: Annotated[
@@ -262,8 +263,8 @@ def gc_command(
 ) -> None:
     """Delete finished runs (completed, failed, cancelled) and prune old snapshots of the others.
 
-    Forks that `fork` did not finish writing (listed unfinished) are deleted too, whatever
-    their age. Every file, row or key of a deleted run goes; the runs kept lose the blobs that no
+    Runs listed unfinished (a fork `fork` did not finish writing, a run killed before its
+    first record) are deleted too, whatever their age. Every file, row or key of a deleted run goes; the runs kept lose the blobs that no
     record or snapshot still stored refers to (a run whose log does not verify keeps
     all of its blobs); a SQLite file is compacted (VACUUM).
 

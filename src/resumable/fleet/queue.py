@@ -20,7 +20,7 @@ from resumable.durability.log.run_state import RunState
 from resumable.durability.runs.owners import owner_name
 from resumable.durability.runs.session import codec_for, new_run_id, store_for
 from resumable.errors import ConfigError, UsageError
-from resumable.store.base import CheckpointStore, Lease, RunMeta
+from resumable.store.base import CREATOR, CheckpointStore, Lease, RunMeta
 
 
 @runtime_checkable
@@ -100,7 +100,10 @@ async def queue_run(
         created_at=now,
         updated_at=now,
         # the probe of the seed is asked of a fresh interpreter (once a process): not on the loop
-        extra=await asyncio.to_thread(hashseed.queued_fields, hashseed.store_seed(codec)),
+        extra={
+            **await asyncio.to_thread(hashseed.queued_fields, hashseed.store_seed(codec)),
+            CREATOR: owner_name(),
+        },
     )
     await store.create_run(meta)
     lease = await store.acquire(meta.run_id, owner_name(), settings.lease_seconds)

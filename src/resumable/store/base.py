@@ -33,7 +33,14 @@ UNFINISHED_FORK = "unfinished_fork"
 ``unfinished``, never resumed (a fork killed while copying may lack records or its
 snapshot), deleted by ``gc``."""
 
+CREATOR = "creator"
+"""The key in ``RunMeta.extra`` naming the process (``host:pid``) that created the run, which
+no store's ``owner`` says before the run is first owned: ``gc`` tells from it whether an
+unfinished run is still being made."""
+
 UNFINISHED = "unfinished"
+"""Listed for a fork not written whole, and for a run killed before its first record (a
+new run, a queued one): nothing of either can run; ``gc`` deletes them."""
 
 LISTED_STATUSES: tuple[str, ...] = (*STATUSES, "crashed", INTERRUPTED, UNFINISHED)
 """Every status ``runs`` lists: the stored ones, two kinds of ``running`` with no owner, and a
@@ -134,10 +141,19 @@ class RunSummary:
     """Why the run's metadata cannot be read (its log may be intact: ``resumable repair``)."""
 
     @property
+    def never_started(self) -> bool:
+        """Created (``waiting`` until it is owned, then ``running``) and left with no record:
+        its process died first, and nothing of it ran. A run whose metadata was written
+        since (a question asked, a status changed) has had records: it lost its log."""
+        meta = self.meta
+        created = meta.status in ("waiting", "running") and meta.updated_at == meta.created_at
+        return created and self.last_seq == 0 and not self.live
+
+    @property
     def status(self) -> str:
         if self.damaged is not None:
             return "damaged"
-        if self.meta.extra.get(UNFINISHED_FORK):
+        if self.meta.extra.get(UNFINISHED_FORK) or self.never_started:
             return UNFINISHED
         if self.meta.status == "running" and not self.live:
             return INTERRUPTED if self.meta.extra.get(INTERRUPTED) else "crashed"

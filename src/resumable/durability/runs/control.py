@@ -252,6 +252,14 @@ def unfinished_fork(meta: RunMeta) -> str | None:
     )
 
 
+def never_started(run_id: str) -> str:
+    """What to do with a run killed before its first record."""
+    return (
+        f"run {run_id} never started: its process died before its first record, so nothing "
+        "of it ran; start the program again, and `resumable gc` deletes this one"
+    )
+
+
 def refuse_unfinished_fork(meta: RunMeta) -> None:
     """A fork not written whole is never resumed: a UsageError saying what to do instead."""
     problem = unfinished_fork(meta)

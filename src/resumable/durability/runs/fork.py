@@ -40,7 +40,13 @@ from resumable.durability.log.state_codec import state_from_dict, state_to_dict
 from resumable.durability.runs.owners import owner_name
 from resumable.durability.runs.session import new_run_id
 from resumable.errors import UsageError
-from resumable.store.base import UNFINISHED_FORK, CheckpointStore, RunMeta, StoredRecord
+from resumable.store.base import (
+    CREATOR,
+    UNFINISHED_FORK,
+    CheckpointStore,
+    RunMeta,
+    StoredRecord,
+)
 
 _EXCLUDE = ("__builtins__", "__resumable__")
 Body = tuple[str, str, dict[str, Any], float]
@@ -326,7 +332,7 @@ async def _write_fork(
         created_at=now,
         updated_at=now,
         parent=parent,
-        extra={**extra, UNFINISHED_FORK: True},  # until all of it is written
+        extra={**extra, UNFINISHED_FORK: True, CREATOR: owner_name()},  # until it is whole
     )
     await store.create_run(fork_meta)
     lease = await store.acquire(fork_id, owner_name())

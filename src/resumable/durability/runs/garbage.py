@@ -20,7 +20,7 @@ from resumable.durability.log.records import RecordCodec
 from resumable.durability.runs import owners
 from resumable.durability.runs.blob_sweep import sweep_blobs
 from resumable.errors import UsageError
-from resumable.store.base import UNFINISHED, CheckpointStore
+from resumable.store.base import CREATOR, UNFINISHED, CheckpointStore, RunMeta
 
 __all__ = ["GarbageReport", "collect_garbage"]
 
@@ -73,7 +73,7 @@ async def collect_garbage(
         if summary.damaged is not None:
             continue  # `resumable repair` it first: its metadata says nothing to go by
         old = summary.status in ("completed", "failed", "cancelled") and meta.updated_at < cutoff
-        left = summary.status == UNFINISHED and not summary.live  # copies that never run
+        left = summary.status == UNFINISHED and _abandoned(meta)
         if old or left:
             deleted.append(meta.run_id)
             if not dry_run:
@@ -93,3 +93,17 @@ async def collect_garbage(
         return GarbageReport(deleted, pruned, None, swept, swept_bytes, unswept)
     reclaimed: int = await reclaim() if deleted or pruned or swept else 0
     return GarbageReport(deleted, pruned, reclaimed, swept, swept_bytes, unswept)
+
+
+_STARTING_SECONDS = 600.0
+"""How long a run left unfinished by a process of another host is kept: its start (or its
+fork) may still be under way, between creating the run and owning it."""
+
+
+def _abandoned(meta: RunMeta) -> bool:
+    """Whether nothing is still writing an unfinished run: the process that made it (of
+    this host) is gone, or the run is older than any start takes."""
+    maker = meta.owner or meta.extra.get(CREATOR)
+    if isinstance(maker, str) and owners.dead_here(maker):
+        return True
+    return meta.updated_at < time.time() - _STARTING_SECONDS

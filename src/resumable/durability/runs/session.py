@@ -38,7 +38,7 @@ from resumable.errors import (
     UsageError,
 )
 from resumable.store import open_store
-from resumable.store.base import CheckpointStore, Lease, RunMeta, RunStatus
+from resumable.store.base import CREATOR, CheckpointStore, Lease, RunMeta, RunStatus
 from resumable.store.common import check_run_id
 
 
@@ -151,7 +151,7 @@ class RunSession:
             created_at=now,
             updated_at=now,
             owner=owners.owner_name(),
-            extra={**meta.extra, **hashseed.run_fields(env)},
+            extra={**meta.extra, **hashseed.run_fields(env), CREATOR: owners.owner_name()},
         )
         await store.create_run(meta)
         lease: Lease | None = None
@@ -337,11 +337,7 @@ class RunSession:
 def _check_started(run_id: str, loaded: LoadedRun) -> None:
     """A run without its first record never ran: there is nothing to resume."""
     if loaded.state.seq == 0:
-        raise UsageError(
-            f"run {run_id} has no records: it stopped before its first checkpoint, so "
-            "nothing of it ran; start the program again (and `resumable gc` or delete this run)",
-            run_id=run_id,
-        )
+        raise UsageError(control.never_started(run_id), run_id=run_id)
 
 
 async def _forget(store: CheckpointStore, run_id: str, lease: Lease | None) -> None:

@@ -88,6 +88,8 @@ async def list_runs(
         if since is not None and meta.created_at < since:
             continue
         status, problem = summary.status, summary.damaged or control.unfinished_fork(meta)
+        if problem is None and summary.never_started:
+            problem = control.never_started(meta.run_id)
         if problem is None and not summary.live and summary.last_seq > 0:
             lost = await log_damage(store, meta.run_id)
             if lost is not None:
