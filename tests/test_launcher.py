@@ -184,22 +184,3 @@ def test_a_plain_exec_runs_without_the_command_lines_libraries(
         timeout=120,
     )
     assert done.stdout.splitlines() == ["hi", "[]"], done.stderr
-
-
-@pytest.mark.parametrize("route", [[], ["--"]], ids=["plain", "command-line"])
-def test_the_program_runs_with_the_garbage_collector_as_python_leaves_it(
-    tmp_path: Path, route: list[str]
-) -> None:
-    """The collector is paused while the command's modules load, and on again before the
-    program's first statement, whichever way ``exec`` is parsed; a program that collects
-    finds what it made unreachable."""
-    (tmp_path / "s.py").write_text(
-        "import gc\n"
-        "class Cycle:\n"
-        "    pass\n"
-        "a = Cycle(); a.me = a; del a\n"
-        "print(gc.isenabled(), gc.collect() > 0)\n",
-        encoding="utf-8",
-    )
-    code, out, err = _exec(tmp_path, "-q", *route, "s.py")
-    assert (code, out) == (0, "True True\n"), err

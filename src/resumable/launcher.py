@@ -14,11 +14,9 @@ Two things need none of them, and a user feels both:
 
 from __future__ import annotations
 
-import gc
 import os
 import sys
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from pathlib import Path
 
 _SEED_ENV = "PYTHONHASHSEED"
@@ -33,39 +31,21 @@ def main() -> None:
     args = sys.argv[1:]
     if args == ["--version"] and print_version():
         return
-    with _collector_paused():
-        if args[:1] and args[0] in _NEW_RUN and _SEED_ENV not in os.environ:
-            seed = early_seed(args[1:], os.environ)
-            if seed is not None:
-                sys.stdout.flush()
-                argv = [sys.executable, "-m", "resumable", *args]
-                os.execve(sys.executable, argv, {**os.environ, _SEED_ENV: str(seed)})
-        from resumable.cli.direct import exec_directly, plain_exec
+    if args[:1] and args[0] in _NEW_RUN and _SEED_ENV not in os.environ:
+        seed = early_seed(args[1:], os.environ)
+        if seed is not None:
+            sys.stdout.flush()
+            argv = [sys.executable, "-m", "resumable", *args]
+            os.execve(sys.executable, argv, {**os.environ, _SEED_ENV: str(seed)})
+    from resumable.cli.direct import exec_directly, plain_exec
 
-        arguments = plain_exec(args)
-        if arguments is not None:
-            import resumable.script  # noqa: F401  (what `exec` runs the script with)
-        else:
-            from resumable.cli.commands import main as command_line
+    arguments = plain_exec(args)
     if arguments is not None:
         exec_directly(arguments)
-    else:
-        command_line()
+        return
+    from resumable.cli.commands import main as command_line
 
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """The garbage collector off while the command's modules load, on again before any
-    program runs: the start-up makes some hundred thousand objects that live as long as the
-    process, and collecting while they are made found nothing and cost a tenth of the
-    imports' time (measured in docs/benchmarks.md)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
+    command_line()
 
 
 def print_version() -> bool:

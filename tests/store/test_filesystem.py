@@ -368,7 +368,8 @@ HOLDER = textwrap.dedent(
 
 
 async def test_a_run_owned_by_another_process_is_busy_until_it_dies(store: FileStore) -> None:
-    await store.create_run(RunMeta("run-1", "prog.py", status="running"))
+    # running since its metadata was last written (not just created: that never started)
+    await store.create_run(RunMeta("run-1", "prog.py", status="running", updated_at=1.0))
     child = subprocess.Popen(
         [sys.executable, "-c", HOLDER, str(store.root)],
         stdin=subprocess.PIPE,
