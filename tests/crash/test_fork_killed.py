@@ -100,11 +100,13 @@ async def test_a_fork_killed_after_any_write_is_unfinished_never_resumed_and_col
     at = seqs[-1]
     fork_args = [parent, "--at", str(at)]
     kill_after, seen = 1, []
+    listed = _statuses(tmp_path)
     while True:
-        before = set(_statuses(tmp_path))
+        before = set(listed)
         writes = _killed(tmp_path, env, kill_after, "fork", *fork_args)
-        (fork,) = set(_statuses(tmp_path)) - before
-        status, problem = _statuses(tmp_path)[fork]
+        listed = _statuses(tmp_path)
+        (fork,) = set(listed) - before
+        status, problem = listed[fork]
         if len(writes) < kill_after:  # the fork ran to its end: nothing left to kill
             assert writes[-1] == "put_meta"
             assert status == "crashed"
@@ -126,7 +128,7 @@ async def test_a_fork_killed_after_any_write_is_unfinished_never_resumed_and_col
     assert seen[-1] == "put_meta"
     assert ("put_snapshot" in seen) == pruned
     assert await _seqs(tmp_path, parent) == seqs  # the parent is only read
-    unfinished = {r for r, (s, _) in _statuses(tmp_path).items() if s == "unfinished"}
+    unfinished = {r for r, (s, _) in listed.items() if s == "unfinished"}
     assert len(unfinished) == len(seen) - 1
     collected = resumable(["gc", "--json"], tmp_path, env=env)
     assert collected.code == 0, collected.stderr
@@ -150,11 +152,13 @@ async def test_a_run_killed_before_its_first_record_never_started_and_is_collect
     first = _run(site, tmp_path, SNAPSHOTS, None)  # a run that completes makes the store
     booked = _ledger(tmp_path)
     kill_after, never = 1, set()
+    listed = _statuses(tmp_path)
     while True:
-        before = set(_statuses(tmp_path))
+        before = set(listed)
         writes = _killed(tmp_path, SNAPSHOTS, kill_after, "exec", "s.py")
-        (run,) = set(_statuses(tmp_path)) - before
-        status, problem = _statuses(tmp_path)[run]
+        listed = _statuses(tmp_path)
+        (run,) = set(listed) - before
+        status, problem = listed[run]
         if writes[-1] == "append":
             assert status == "crashed", writes
             break
