@@ -31,11 +31,10 @@ from resumable.durability.runs.session import (
 )
 from resumable.errors import CodeError, ProgramError
 from resumable.exec.depth import room_to_parse, room_to_walk
-from resumable.exec.executor import StreamingPythonExecutor
+from resumable.exec.executor import StreamingPythonExecutor, too_deep_line
 from resumable.exec.loop_run import loop_run_names, refused_loop_run
 from resumable.exec.output import ProgramOutput
 from resumable.exec.stream_syntax import TOO_DEEP
-from resumable.exec.streaming import too_deep_line
 from resumable.store.base import RunMeta, RunStatus
 
 CHUNK = 4096

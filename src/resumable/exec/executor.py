@@ -28,7 +28,7 @@ from resumable.exec.depth import room_to_walk
 from resumable.exec.hooks import HOOK_NAME, AwaitHook, DirectHook, register_program_file
 from resumable.exec.loop_run import await_loop_runs
 from resumable.exec.rewrite import rewrite_statement
-from resumable.exec.stream_syntax import too_deep
+from resumable.exec.stream_syntax import TOO_DEEP, too_deep
 from resumable.exec.streaming import Statement, StatementSplitter
 
 _FLAGS = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
@@ -259,3 +259,15 @@ class StreamingPythonExecutor:
 async def _evaluate_async(code: Any, namespace: dict[str, Any]) -> None:
     result: Awaitable[Any] = eval(code, namespace)
     await result
+
+
+def too_deep_line(source: str) -> int:
+    """The line of the first statement of ``source`` too deep for Python to parse (0: the
+    first statement that fails does so for another reason, or none fails)."""
+    splitter = StatementSplitter()
+    try:
+        splitter.feed(source)
+        splitter.close()
+    except SyntaxError as exc:
+        return (exc.lineno or 0) if exc.msg == TOO_DEEP else 0
+    return 0

@@ -68,6 +68,12 @@ def parse_piece(source: str, line: int, col: int) -> list[ast.stmt]:
         raise too_deep(line) from None
 
 
+def unterminated(line: int, at_line: int, at_col: int) -> SyntaxError:
+    """A string opened at ``at_line``/``at_col`` (0-based) and still open when ``line`` ended."""
+    message = f"unterminated string literal (detected at line {line})"
+    return syntax_error(SyntaxError, message, at_line, at_col, None)
+
+
 def try_parse(source: str) -> SyntaxError | None:
     """Parse a probe without its warnings (the real parse of the statement reports them)."""
     with warnings.catch_warnings():

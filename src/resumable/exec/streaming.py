@@ -7,10 +7,7 @@ has arrived (a partial last line waits). A small lexer keeps the lexical state
 across lines - the stack of open brackets, the quote of a string still open, a
 backslash continuation - and jumps between the characters that can change it
 (quotes, brackets, ``#``, ``;``, backslash) with one compiled regex, so plain
-code costs no Python-level work. Two kinds of lines are taken many at a time, one
-regex match for all of them: the plain lines of a compound statement's block (indented,
-every bracket and string closed on the line: ``BODY_LINES``), and the lines inside an
-open triple-quoted string; neither changes the lexical state. A line that ends outside all three completes a
+code costs no Python-level work. A line that ends outside all three completes a
 logical line; its first word decides. An indented line, or ``elif``/``else``/
 ``except``/``finally``, continues the pending compound statement; ``@`` lines and
 the ``def``/``class`` they decorate form one statement; any other line at
@@ -23,6 +20,8 @@ handed on so the executor need not parse again. The header of each compound
 statement is also parsed alone, inside a tiny template, so ``if x`` without a
 colon fails when its line ends rather than when its block does (both parses, and
 the placing of their errors in the stream, are in :mod:`resumable.exec.stream_syntax`).
+Lines that leave the lexical state as it is (a block's plain lines, ``BODY_LINES``,
+and lines inside an open triple-quoted string) are taken many at a time, by one match.
 Work per chunk is thus proportional to the new text plus the statement being emitted.
 
 Limits: strings are lexed by the rules of Python 3.11, where an f-string is one
@@ -57,7 +56,6 @@ from resumable.exec.stream_syntax import (
     QUOTE,
     SEMI,
     TOKEN,
-    TOO_DEEP,
     WORD,
     check_header,
     parse_piece,
@@ -65,9 +63,10 @@ from resumable.exec.stream_syntax import (
     starts_statement,
     syntax_error,
     try_parse,
+    unterminated,
 )
 
-__all__ = ["Statement", "StatementSplitter", "too_deep_line"]
+__all__ = ["Statement", "StatementSplitter"]
 
 
 # What is pending: nothing, a compound statement, or decorators awaiting their def/class.
@@ -133,12 +132,10 @@ class StatementSplitter:
         chunk are returned first, and the error is raised by the next call.
         """
         if "\n" not in chunk and self._error is None:
+            if self._probe and not self._partial and chunk[:1] in (" ", "\t"):
+                self._probe = False  # an indented line: the pending block goes on
             if not self._probe:
                 self._partial.append(chunk)  # most chunks: part of a line (the fast path)
-                return []
-            if not self._partial and chunk[:1] in (" ", "\t"):
-                self._probe = False  # an indented line: the pending block goes on
-                self._partial.append(chunk)
                 return []
         if self._error is not None:
             raise self._error
@@ -155,8 +152,12 @@ class StatementSplitter:
                 rest = chunk[newline + 1 :]
                 self._partial = [rest] if rest else []
                 self._scan(text, out)
-            if self._probe and self._partial:
-                self._probe_partial(out)
+            if self._probe and self._partial:  # does the next line end the compound?
+                decided = starts_statement("".join(self._partial))
+                if decided is not None:
+                    self._probe = False
+                    if decided:
+                        self._finish(out)
         except SyntaxError as exc:
             self._error = exc
             if not out:
@@ -187,33 +188,33 @@ class StatementSplitter:
     def _scan(self, text: str, out: list[Statement]) -> None:
         start = 0
         while True:
-            if self._kind == _COMPOUND and self._lparts is None and not self._lead:
-                # The block of a compound statement: its plain lines all at once.
-                end = BODY_LINES.match(text, start).end()  # type: ignore[union-attr]
-                if end > start:
-                    block = text[start:end]
+            end = self._unchanging(text, start)
+            if end > start:  # lines that change no lexical state: all at once
+                block = text[start:end]
+                if self._lparts is None:
                     self._extend(block)
-                    self._pos += len(block)
-                    self._line += block.count("\n")
-                    self._col0 = 0
-                    self._probe = True
-                    start = end
-            elif self._quote is not None and len(self._quote) == 3:
-                # Inside a triple-quoted string: the lines before the one that closes it.
-                close = BODY[self._quote].match(text, start).end()  # type: ignore[union-attr]
-                end = text.rfind("\n", start, close) + 1
-                if end > start:
-                    block = text[start:end]
-                    self._lparts.append(block)  # type: ignore[union-attr]
-                    self._pos += len(block)
-                    self._line += block.count("\n")
-                    self._col0 = 0
-                    start = end
+                else:
+                    self._lparts.append(block)
+                self._pos += len(block)
+                self._line += block.count("\n")
+                self._col0 = 0
+                self._probe = self._lparts is None
+                start = end
             end = text.find("\n", start) + 1
             if not end:
                 return
             self._physical(text[start:end], out)
             start = end
+
+    def _unchanging(self, text: str, start: int) -> int:
+        """The end of the lines from ``start`` that leave the lexical state as it is (a
+        block's plain lines, or those of an open triple-quoted string before its last)."""
+        if self._kind == _COMPOUND and self._lparts is None and not self._lead:
+            return BODY_LINES.match(text, start).end()  # type: ignore[union-attr]
+        if self._quote is not None and len(self._quote) == 3:
+            close = BODY[self._quote].match(text, start).end()  # type: ignore[union-attr]
+            return text.rfind("\n", start, close) + 1
+        return start
 
     def _physical(self, line: str, out: list[Statement]) -> None:
         """Scan one physical line (with its newline, except at the end of the stream)."""
@@ -285,14 +286,6 @@ class StatementSplitter:
         self._lindent = indent
         self._semis = []
 
-    def _probe_partial(self, out: list[Statement]) -> None:
-        """Complete the pending compound as soon as the next line is known to start a statement."""
-        decided = starts_statement("".join(self._partial))
-        if decided is not None:
-            self._probe = False
-            if decided:
-                self._finish(out)
-
     # -- lexing ---------------------------------------------------------------
     def _lex(self, line: str, pos: int) -> bool:
         """Advance the lexical state over ``line``; True when a logical line ends with it."""
@@ -302,7 +295,7 @@ class StatementSplitter:
             if not line.startswith(quote, end):
                 if len(quote) == 3 or (end == len(line) and line.endswith("\n")):
                     return False
-                raise self._unterminated()
+                raise unterminated(self._line, self._qline, self._qcol)
             self._quote = None
             pos = end + len(quote)
         stack = self._stack
@@ -332,7 +325,7 @@ class StatementSplitter:
                 self._qcol = self._col0 + pos - len(token)
                 if len(token) == 3 or (end == len(line) and line.endswith("\n")):
                     return False
-                raise self._unterminated()
+                raise unterminated(self._line, self._qline, self._qcol)
             elif kind == COMMENT:
                 break
             elif kind == SEMI:
@@ -344,10 +337,6 @@ class StatementSplitter:
                 message = "unexpected character after line continuation character"
                 raise syntax_error(SyntaxError, message, self._line, pos - 1, line)
         return not stack
-
-    def _unterminated(self) -> SyntaxError:
-        message = f"unterminated string literal (detected at line {self._line})"
-        return syntax_error(SyntaxError, message, self._qline, self._qcol, None)
 
     # -- statements -----------------------------------------------------------
     def _logical(self, out: list[Statement]) -> None:
@@ -408,15 +397,3 @@ class StatementSplitter:
         self._parts = []
         self._gap = []
         self._probe = False
-
-
-def too_deep_line(source: str) -> int:
-    """The line of the first statement of ``source`` too deep for Python to parse (0: the
-    first statement that fails does so for another reason, or none fails)."""
-    splitter = StatementSplitter()
-    try:
-        splitter.feed(source)
-        splitter.close()
-    except SyntaxError as exc:
-        return (exc.lineno or 0) if exc.msg == TOO_DEEP else 0
-    return 0

@@ -36,9 +36,10 @@ from resumable.durability.log.run_state import FrameState
 from resumable.durability.replay.interleaving import replay_order
 from resumable.durability.replay.journal import FrameRecorder
 from resumable.errors import UsageError
+from resumable.exec.executor import too_deep_line
 from resumable.exec.hooks import HOOK_NAME
 from resumable.exec.stream_syntax import too_deep
-from resumable.exec.streaming import Statement, too_deep_line
+from resumable.exec.streaming import Statement
 
 
 def check_tool_name(name: object) -> None:
