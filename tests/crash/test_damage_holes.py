@@ -50,6 +50,19 @@ def _run(site: Site, work: Path, env: dict[str, str], crash_after: int | None) -
     return run_id
 
 
+def _printed(work: Path) -> str:
+    """What the script printed before it was killed: a line per effect it booked."""
+    return "".join(f"did {n}\n" for n in range(len(_ledger(work))))
+
+
+def _resumes_to_the_end(work: Path, run_id: str, env: dict[str, str], printed: str) -> None:
+    """``resume`` prints the rest of the uninterrupted output and books each effect once."""
+    resumed = resumable(["resume", run_id], work, env=env)
+    assert resumed.code == 0, resumed.stderr
+    assert printed + resumed.stdout == FULL_STDOUT
+    assert _ledger(work) == LEDGER
+
+
 async def _seqs(work: Path, run_id: str) -> list[int]:
     config = load_config(cwd=work, env={})
     async with store_for(config.durability, config) as store:
@@ -151,7 +164,7 @@ async def test_the_first_records_lost_are_told_from_a_pruned_start(
 async def test_a_pruned_run_is_whole_and_resumes(site: Site, tmp_path: Path) -> None:
     """Records pruned behind a snapshot are no loss: listed, shown and resumed as usual."""
     run_id = _run(site, tmp_path, PRUNED, 14)
-    crashed_out = "".join(f"did {n}\n" for n in range(len(_ledger(tmp_path))))
+    crashed_out = _printed(tmp_path)
     assert (await _seqs(tmp_path, run_id))[0] > 1, "nothing was pruned"
     listed = resumable(["runs", "--json"], tmp_path)
     (row,) = [r for r in json.loads(listed.stdout) if r["run_id"] == run_id]
@@ -159,10 +172,7 @@ async def test_a_pruned_run_is_whole_and_resumes(site: Site, tmp_path: Path) -> 
     shown = resumable(["show", run_id], tmp_path)
     assert shown.code == 0, shown.stderr
     assert "warning" not in shown.stderr
-    resumed = resumable(["resume", run_id], tmp_path, env=PRUNED)
-    assert resumed.code == 0, resumed.stderr
-    assert crashed_out + resumed.stdout == FULL_STDOUT
-    assert _ledger(tmp_path) == LEDGER
+    _resumes_to_the_end(tmp_path, run_id, PRUNED, crashed_out)
     listed = resumable(["runs", "--json"], tmp_path)
     (row,) = [r for r in json.loads(listed.stdout) if r["run_id"] == run_id]
     assert row["status"] == "completed", row
@@ -200,12 +210,9 @@ async def test_deleted_snapshots_are_folded_again_from_the_start(
     site: Site, tmp_path: Path
 ) -> None:
     run_id = _run(site, tmp_path, SNAPSHOTS, 14)
-    crashed_out = "".join(f"did {n}\n" for n in range(len(_ledger(tmp_path))))
+    crashed_out = _printed(tmp_path)
     await site.delete_snaps(tmp_path, run_id)
-    resumed = resumable(["resume", run_id], tmp_path, env=SNAPSHOTS)
-    assert resumed.code == 0, resumed.stderr
-    assert crashed_out + resumed.stdout == FULL_STDOUT
-    assert _ledger(tmp_path) == LEDGER
+    _resumes_to_the_end(tmp_path, run_id, SNAPSHOTS, crashed_out)
 
 
 async def test_deleted_snapshots_a_log_was_pruned_behind_are_refused(

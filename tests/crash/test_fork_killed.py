@@ -20,7 +20,15 @@ from pathlib import Path
 import pytest
 from tests.crash.damage import FULL_STDOUT, LEDGER, Site
 from tests.crash.harness import _env, resumable
-from tests.crash.test_damage_holes import PRUNED, SNAPSHOTS, _ledger, _run, _seqs
+from tests.crash.test_damage_holes import (
+    PRUNED,
+    SNAPSHOTS,
+    _ledger,
+    _printed,
+    _resumes_to_the_end,
+    _run,
+    _seqs,
+)
 
 WRITES = ("create_run", "put_blob", "append", "put_snapshot", "put_meta")
 
@@ -136,11 +144,8 @@ async def test_a_fork_killed_after_any_write_is_unfinished_never_resumed_and_col
     assert parent in _statuses(tmp_path)
     # A fork whose writes all happened (killed after the last, or not at all) resumes the
     # parent's run to its end, booking nothing the parent booked.
-    crashed_out = "".join(f"did {n}\n" for n in range(len(_ledger(tmp_path))))
-    resumed = resumable(["resume", fork], tmp_path, env=env)
-    assert resumed.code == 0, resumed.stderr
-    assert crashed_out + resumed.stdout == FULL_STDOUT
-    assert _ledger(tmp_path) == LEDGER
+    crashed_out = _printed(tmp_path)
+    _resumes_to_the_end(tmp_path, fork, env, crashed_out)
 
 
 async def test_a_run_killed_before_its_first_record_never_started_and_is_collected(

@@ -12,9 +12,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.crash.damage import FULL_STDOUT, LEDGER, Site
+from tests.crash.damage import LEDGER, Site
 from tests.crash.harness import resumable
-from tests.crash.test_damage_holes import PRUNED, SNAPSHOTS, _ledger, _run, _seqs
+from tests.crash.test_damage_holes import (
+    PRUNED,
+    SNAPSHOTS,
+    _ledger,
+    _printed,
+    _resumes_to_the_end,
+    _run,
+    _seqs,
+)
 
 from resumable.config import load_config
 from resumable.durability.runs.session import store_for
@@ -48,15 +56,13 @@ async def test_a_pruned_crashed_run_forks_from_its_snapshot_and_the_fork_finishe
     site: Site, tmp_path: Path
 ) -> None:
     run_id = _run(site, tmp_path, PRUNED, 14)
-    crashed_out = "".join(f"did {n}\n" for n in range(len(_ledger(tmp_path))))
+    crashed_out = _printed(tmp_path)
     seqs = await _seqs(tmp_path, run_id)
     assert seqs[0] > 1, "nothing was pruned"
     fork = _fork(tmp_path, run_id, "--at", str(seqs[-1]))
     assert _listed(tmp_path, fork)["status"] == "crashed"
-    resumed = resumable(["resume", fork], tmp_path, env=PRUNED)
-    assert resumed.code == 0, resumed.stderr
-    assert crashed_out + resumed.stdout == FULL_STDOUT
-    assert _ledger(tmp_path) == LEDGER  # what the parent booked is not booked again
+    # nothing the parent booked is booked again
+    _resumes_to_the_end(tmp_path, fork, PRUNED, crashed_out)
     assert _listed(tmp_path, fork)["status"] == "completed"
     shown = resumable(["show", fork], tmp_path)
     assert f"forked from {run_id} at record {seqs[-1]}" in shown.stdout
