@@ -43,8 +43,8 @@ UNFINISHED = "unfinished"
 new run, a queued one): nothing of either can run; ``gc`` deletes them."""
 
 LISTED_STATUSES: tuple[str, ...] = (*STATUSES, "crashed", INTERRUPTED, UNFINISHED)
-"""Every status ``runs`` lists: the stored ones, two kinds of ``running`` with no owner, and a
-fork not written whole."""
+"""Every status ``runs`` lists: the stored ones, two kinds of ``running`` with no owner, and
+runs left unfinished."""
 
 RESUMABLE_STATUSES: tuple[str, ...] = ("crashed", INTERRUPTED, "waiting", "pending")
 """The statuses of a run ``resume`` (or ``--latest``) continues."""

@@ -1,7 +1,8 @@
 """``resumable gc``: delete old finished runs, prune the others, sweep their superseded blobs.
 
 Each step removes only what nothing kept needs: a finished run older than the cutoff
-goes whole, and so does a fork that ``fork`` stopped writing (it can never run); a run
+goes whole, and so does a run left unfinished (a fork ``fork`` stopped writing, a run
+killed before its first record: neither can ever run) that nothing still makes; a run
 no live process owns is pruned to its ``keep`` newest snapshots, then loses the blobs no
 record or snapshot still in the store refers to (:mod:`resumable.durability.runs.blob_sweep`);
 a run that is running is left alone. A store that keeps freed space in its file (SQLite) is
