@@ -20,9 +20,10 @@ ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "scripts" / "bench.py"
 
 
-def bench_json(*args: str) -> dict[str, Any]:
+def bench_json(*args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
     done = subprocess.run(
         [sys.executable, str(BENCH), *args, "--quick", "--json"],
+        env=env,
         capture_output=True,
         text=True,
         timeout=180,
@@ -204,8 +205,11 @@ def test_set_order_reports_capture_and_restore_against_pickles_own() -> None:
 
 
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind")
-def test_instructions_counts_a_journaled_await_of_each_tree() -> None:
-    data = bench_json("instructions", "--base", str(ROOT / "src"))
+def test_instructions_counts_a_journaled_await_of_each_tree(tmp_path: Path) -> None:
+    # no module compiled yet: the base's first counted run must not count their compilation
+    cold = {**os.environ, "PYTHONPYCACHEPREFIX": str(tmp_path / "pycache")}
+    cold.pop("PYTHONDONTWRITEBYTECODE", None)
+    data = bench_json("instructions", "--base", str(ROOT / "src"), env=cold)
     counted = data["instructions_per_await"]
     assert set(counted) == {"base", "this checkout"}
     # the same tree twice: the count is the same to a percent, whatever the machine's load
