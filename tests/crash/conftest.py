@@ -1,18 +1,12 @@
-"""The store a crash test's runs live in: each test that asks for ``site`` runs on all four."""
+"""The store a crash test's runs live in: each test that asks for ``site`` runs on all four
+(a grid of cases takes its stores from ``tests.crash.damage.across_stores`` instead)."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
 import pytest
-from tests.crash.damage import SITES, Site
-
-KINDS = [
-    "file",
-    "sqlite",
-    pytest.param("postgres", marks=pytest.mark.postgres),
-    pytest.param("redis", marks=pytest.mark.redis),
-]
+from tests.crash.damage import KINDS, SITES, Site
 
 
 @pytest.fixture(params=KINDS)

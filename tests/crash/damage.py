@@ -12,6 +12,9 @@ import secrets
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from resumable.store.filesystem import HEADER_BYTES, encode_frames, scan_frames
 
@@ -19,6 +22,33 @@ POSTGRES_URL = os.environ.get(
     "RESUMABLE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
 )
 REDIS_URL = os.environ.get("RESUMABLE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+KINDS = [
+    "file",
+    "sqlite",
+    pytest.param("postgres", marks=pytest.mark.postgres),
+    pytest.param("redis", marks=pytest.mark.redis),
+]
+_NAMES = ["file", "sqlite", "postgres", "redis"]
+
+
+def across_stores(cases: Sequence[Any], stores: int = 2) -> list[Any]:
+    """The parameters of a grid of cases, each case run on ``stores`` of the four, in turn.
+
+    A grid (finished or crashed, under a snapshot or its own record) crossed with all four
+    stores repeats, on each store, what differs between cases above the store; each case
+    on two stores and each store given a share of the cases keeps what is store-specific
+    (how a record goes missing, what the store keeps of a prune) covered at half the cost.
+    Each case is a ``pytest.param`` whose values follow the store (``site``, indirect).
+    """
+    params = []
+    for index, case in enumerate(cases):
+        for turn in range(stores):
+            kind = _NAMES[(index + turn * len(_NAMES) // stores) % len(_NAMES)]
+            marks = [*case.marks, *([getattr(pytest.mark, kind)] if kind in _NAMES[2:] else [])]
+            params.append(pytest.param(kind, *case.values, id=f"{kind}-{case.id}", marks=marks))
+    return params
+
 
 SCRIPT = """\
 import asyncio

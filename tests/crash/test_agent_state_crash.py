@@ -4,7 +4,7 @@ The statement of Main changes ``agent`` and then calls Inner, which changes it t
 kill at any record, inside Inner or after it returned, replays that statement of Main
 from its start: its change must be applied once, and Inner's completed statements keep
 theirs, so the resumed run says what the uninterrupted one said. The suite kills it after
-16 records spread over the run; ``python scripts/playbook_sweep.py`` after every record.
+10 records spread over the run; ``python scripts/playbook_sweep.py`` after every record.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.crash.damage import FULL_STDOUT, LEDGER, SITES, Site
+from tests.crash.damage import FULL_STDOUT, LEDGER, SITES, Site, across_stores
 from tests.crash.harness import Result, resumable
 
 from resumable.config import load_config
@@ -29,7 +29,7 @@ from resumable.durability.runs.session import store_for
 
 SNAPSHOTS = {"RESUMABLE_DURABILITY_SNAPSHOT_EVERY": "3"}
 PRUNED = {**SNAPSHOTS, "RESUMABLE_DURABILITY_KEEP": "1"}
-TRIALS = 4
+TRIALS = 2
 """Random records deleted per store in the sampled matrix (scripts/damage_holes.py: all)."""
 
 
@@ -123,8 +123,18 @@ async def _check_reported(
     assert await _seqs(work, run_id) == seqs
 
 
-@pytest.mark.parametrize("crash_after", [None, 14], ids=["finished", "crashed"])
-@pytest.mark.parametrize("seq", [4, 6], ids=["under-a-snapshot", "a-snapshot's-own"])
+@pytest.mark.parametrize(
+    ("site", "crash_after", "seq"),
+    across_stores(  # each store sees a run finished and one crashed, each kind of record
+        [
+            pytest.param(None, 4, id="finished-under-a-snapshot"),
+            pytest.param(14, 4, id="crashed-under-a-snapshot"),
+            pytest.param(14, 6, id="crashed-a-snapshot's-own"),
+            pytest.param(None, 6, id="finished-a-snapshot's-own"),
+        ]
+    ),
+    indirect=["site"],
+)
 async def test_a_record_lost_below_the_snapshot_is_listed_shown_and_refused(
     site: Site, tmp_path: Path, crash_after: int | None, seq: int
 ) -> None:
@@ -150,8 +160,18 @@ async def test_a_record_lost_above_the_newest_snapshot_suggests_the_same_fork(
     await _check_reported(site, tmp_path, run_id, seq)
 
 
-@pytest.mark.parametrize("crash_after", [None, 14], ids=["finished", "crashed"])
-@pytest.mark.parametrize("seqs", [[1], [1, 2, 3]], ids=["record-1", "records-1-3"])
+@pytest.mark.parametrize(
+    ("site", "crash_after", "seqs"),
+    across_stores(
+        [
+            pytest.param(None, [1], id="finished-record-1"),
+            pytest.param(14, [1], id="crashed-record-1"),
+            pytest.param(14, [1, 2, 3], id="crashed-records-1-3"),
+            pytest.param(None, [1, 2, 3], id="finished-records-1-3"),
+        ]
+    ),
+    indirect=["site"],
+)
 async def test_the_first_records_lost_are_told_from_a_pruned_start(
     site: Site, tmp_path: Path, crash_after: int | None, seqs: list[int]
 ) -> None:
@@ -178,7 +198,11 @@ async def test_a_pruned_run_is_whole_and_resumes(site: Site, tmp_path: Path) -> 
     assert row["status"] == "completed", row
 
 
-@pytest.mark.parametrize("crash_after", [None, 14], ids=["finished", "crashed"])
+@pytest.mark.parametrize(
+    ("site", "crash_after"),
+    across_stores([pytest.param(None, id="finished"), pytest.param(14, id="crashed")]),
+    indirect=["site"],
+)
 async def test_the_first_record_left_by_pruning_lost_is_reported(
     site: Site, tmp_path: Path, crash_after: int | None
 ) -> None:

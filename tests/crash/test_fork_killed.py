@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.crash.damage import FULL_STDOUT, LEDGER, Site
+from tests.crash.damage import FULL_STDOUT, LEDGER, Site, across_stores
 from tests.crash.harness import _env, resumable
 from tests.crash.test_damage_holes import (
     PRUNED,
@@ -97,7 +97,11 @@ def _statuses(work: Path) -> dict[str, tuple[str, str | None]]:
     return {r["run_id"]: (r["status"], r["problem"]) for r in json.loads(listed.stdout)}
 
 
-@pytest.mark.parametrize("pruned", [False, True], ids=["whole-log", "pruned"])
+@pytest.mark.parametrize(
+    ("site", "pruned"),
+    across_stores([pytest.param(False, id="whole-log"), pytest.param(True, id="pruned")]),
+    indirect=["site"],
+)
 async def test_a_fork_killed_after_any_write_is_unfinished_never_resumed_and_collected(
     site: Site, tmp_path: Path, pruned: bool
 ) -> None:

@@ -5,7 +5,7 @@ next (while the reply streamed, the task went on), or while a nested playbook ru
 resume restores the namespace from before the task's statement and replays every
 statement since, across responses and frames, answering the task's awaits from the log
 in the order they arrived: the resumed run says what the uninterrupted one said. The suite
-kills each run after 16 records spread over it; ``python scripts/playbook_sweep.py`` after
+kills each run after 10 records spread over it; ``python scripts/playbook_sweep.py`` after
 every record.
 """
 

@@ -70,7 +70,7 @@ CRASH_POINTS = "RESUMABLE_TEST_CRASH_POINTS"
 """How many records a crash sweep kills a run after: ``all`` for every one of them."""
 
 
-def kill_at_records(cwd: Path, program: str, points: int = 16) -> tuple[Result, list[Any]]:
+def kill_at_records(cwd: Path, program: str, points: int = 10) -> tuple[Result, list[Any]]:
     """Run ``program`` once whole, then killed after each of ``points`` records spread over
     the run (first and last included; every record with ``RESUMABLE_TEST_CRASH_POINTS=all``,
     as ``scripts/playbook_sweep.py`` runs them) and resumed each time.
