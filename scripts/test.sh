@@ -46,10 +46,12 @@ fi
 echo "== ruff check"; ruff check src tests scripts examples
 echo "== ruff format --check"; ruff format --check src tests scripts examples
 echo "== mypy"; mypy src/resumable
-# Two pytest workers (RESUMABLE_TEST_WORKERS=0: one process), each given the next test as it
-# finishes one. pytest-benchmark, where it is installed, is off: under xdist it only warns.
+# Three pytest workers on two cores (RESUMABLE_TEST_WORKERS=0: one process), each given the
+# next test as it finishes one: most tests wait on the `resumable` processes they start, and
+# with two workers the cores sat idle a fifth of the time. pytest-benchmark, where it is
+# installed, is off: under xdist it only warns.
 echo "== pytest"
-python -m pytest -n "${RESUMABLE_TEST_WORKERS:-2}" --dist worksteal -p no:benchmark "$@"
+python -m pytest -n "${RESUMABLE_TEST_WORKERS:-3}" --dist worksteal -p no:benchmark "$@"
 
 # The integrations again on the newest pydantic-ai-slim the [pydantic-ai] extra allows (the
 # run above has the oldest, from the dev extra), in a venv kept between runs that sees this
