@@ -265,7 +265,9 @@ class CheckpointStore(Protocol):
         ...
 
     async def prune(self, run_id: str, keep: int) -> int:
-        """Keep the newest ``keep`` snapshots; drop older ones and the records they cover.
+        """Keep the newest ``keep`` snapshots; drop older ones and the records the oldest
+        kept one stands for (up to its seq; a store may keep some of them, as the folder
+        store does within a segment).
 
         Returns the number of records dropped. Records after the oldest kept
         snapshot are never dropped.

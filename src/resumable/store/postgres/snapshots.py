@@ -118,14 +118,15 @@ class PostgresSnapshots(PostgresConnection):
         async with self._conn("pruning") as conn, conn.transaction():
             if not await self._exists(conn, run_id):
                 raise not_found(run_id, self.url)
-            cut = await conn.fetchval(
-                f"SELECT seq FROM {self._s}.snapshots WHERE run_id = $1 "
-                "ORDER BY seq DESC OFFSET $2 LIMIT 1",
+            # the oldest snapshot kept, if one older goes: it stands for the records up to it
+            newest = await conn.fetch(
+                f"SELECT seq FROM {self._s}.snapshots WHERE run_id = $1 ORDER BY seq DESC LIMIT $2",
                 run_id,
-                keep,
+                keep + 1,
             )
-            if cut is None:
+            if len(newest) <= keep:
                 return 0
+            cut = newest[keep - 1][0]
             # The run's last seq and write time outlive its records.
             await conn.execute(
                 f"UPDATE {self._s}.runs AS r SET seq_floor = x.seq, last_write = x.written_at "
@@ -136,7 +137,7 @@ class PostgresSnapshots(PostgresConnection):
                 cut,
             )
             await conn.execute(
-                f"DELETE FROM {self._s}.snapshots WHERE run_id = $1 AND seq <= $2", run_id, cut
+                f"DELETE FROM {self._s}.snapshots WHERE run_id = $1 AND seq < $2", run_id, cut
             )
             status = await conn.execute(
                 f"DELETE FROM {self._s}.records WHERE run_id = $1 AND seq <= $2", run_id, cut

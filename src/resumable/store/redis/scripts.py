@@ -74,10 +74,12 @@ return {0, redis.call('HDEL', KEYS[2], unpack(ARGV, 2))}
 """
 _PRUNE = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return {1} end
-local cut = redis.call('ZREVRANGE', KEYS[2], ARGV[1], ARGV[1], 'WITHSCORES')
-if #cut == 0 then return {0, 0} end
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', cut[2])
-redis.call('HSET', KEYS[1], 'floor', cut[2])
+local keep = tonumber(ARGV[1])
+if redis.call('ZCARD', KEYS[2]) <= keep then return {0, 0} end
+local cut = redis.call('ZREVRANGE', KEYS[2], keep - 1, keep - 1, 'WITHSCORES')
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. cut[2])
+local floor = tonumber(redis.call('HGET', KEYS[1], 'floor')) or 0
+if tonumber(cut[2]) > floor then redis.call('HSET', KEYS[1], 'floor', cut[2]) end
 return {0, redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', cut[2])}
 """
 _ACQUIRE = (

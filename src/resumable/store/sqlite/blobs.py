@@ -120,18 +120,19 @@ class SQLiteBlobs(SQLiteConnection):
         with self._transaction() as db:
             if db.execute("SELECT 1 FROM runs WHERE run_id=?", (run_id,)).fetchone() is None:
                 raise self._not_found(run_id)
-            row = db.execute(
-                "SELECT seq FROM snapshots WHERE run_id=? ORDER BY seq DESC LIMIT 1 OFFSET ?",
-                (run_id, keep),
-            ).fetchone()
-            if row is None:
+            newest = db.execute(
+                "SELECT seq FROM snapshots WHERE run_id=? ORDER BY seq DESC LIMIT ?",
+                (run_id, keep + 1),
+            ).fetchall()
+            if len(newest) <= keep:
                 return 0
+            cut = newest[keep - 1][0]  # the oldest snapshot kept stands for the records to it
             # The floor in the same transaction as the deletion: never one without the other.
             db.execute(
                 "UPDATE runs SET seq_floor=max(coalesce(seq_floor, 0), ?) WHERE run_id=?",
-                (row[0], run_id),
+                (cut, run_id),
             )
-            db.execute("DELETE FROM snapshots WHERE run_id=? AND seq<=?", (run_id, row[0]))
+            db.execute("DELETE FROM snapshots WHERE run_id=? AND seq<?", (run_id, cut))
             return db.execute(
-                "DELETE FROM records WHERE run_id=? AND seq<=?", (run_id, row[0])
+                "DELETE FROM records WHERE run_id=? AND seq<=?", (run_id, cut)
             ).rowcount
