@@ -217,6 +217,28 @@ def test_instructions_counts_a_journaled_await_of_each_tree(tmp_path: Path) -> N
     assert counted["base"] > 1000
 
 
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind")
+def test_startup_counts_the_instructions_of_both_processes_of_exec() -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCH), "startup", "--instructions", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = {row["command"]: row for row in json.loads(done.stdout)["rows"]}
+    first = rows["resumable exec hi.py: the first process"]["million instructions"]
+    second = rows["resumable exec hi.py: the run's process"]["million instructions"]
+    plain = rows["python -c pass"]["million instructions"]
+    # each process starts an interpreter; the run's also loads the runtime
+    assert plain < first < second
+    assert rows["resumable exec hi.py"]["million instructions"] == pytest.approx(
+        first + second, abs=0.2
+    )
+
+
 def test_long_statement_reports_each_phase_at_n_and_ten_n(tmp_path: Path) -> None:
     data = run_bench(tmp_path, "long-statement")
     assert data["awaits"] == [1000, 10000]

@@ -10,6 +10,15 @@ it has after a first run; bytecode is cached, as ``pip install`` leaves it, in a
 the benchmark's own). ``resumable`` is the console script next to this Python if there is
 one, else ``python -m resumable``. The ratios compare medians of the same run. Below the table,
 ``python -X importtime`` says what each command imports: the total, and the largest packages.
+
+    python scripts/bench.py startup --instructions   # CPU instructions, counted (valgrind)
+
+A shared machine's load moves those medians by more than a few milliseconds; the number of
+instructions a start executes does not move with it. ``--instructions`` counts them with
+valgrind's ``callgrind``, once per command. ``exec`` is two processes (the first computes the
+store's hash seed and starts the second with it, ``os.execve``, which callgrind cannot follow
+and still count the first): the first is counted up to its ``execve`` (replaced by an exit),
+the second with the seed it would have been given, and the row is their sum.
 """
 
 from __future__ import annotations
@@ -35,6 +44,9 @@ def startup_options(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(repeat=15)
     parser.add_argument("--max-exec-ratio", type=float, help="fail (exit 1) above this ratio")
     parser.add_argument("--max-version-ratio", type=float, help="fail (exit 1) above this ratio")
+    parser.add_argument(
+        "--instructions", action="store_true", help="count CPU instructions (valgrind), not ms"
+    )
 
 
 def command() -> list[str]:
@@ -65,7 +77,77 @@ def imports(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, str
     return sum(own.values()) / 1000, largest
 
 
+_FIRST_PROCESS = """\
+import os, runpy, sys
+def _execve(path, argv, env):
+    print(env["PYTHONHASHSEED"], flush=True)
+    os._exit(0)
+os.execve = _execve
+sys.argv = ["resumable", "exec", "hi.py", "-q"]
+runpy.run_module("resumable", run_name="__main__", alter_sys=True)
+"""
+"""``resumable exec``'s first process, which ends where it would start the second."""
+_COLLECTED = re.compile(r"Collected : (\d+)")
+
+
+def counted(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, str]:
+    """Instructions of one run of ``argv`` under callgrind, and what it printed."""
+    done = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    found = _COLLECTED.search(done.stderr)
+    if done.returncode != 0 or found is None:
+        raise SystemExit(f"{' '.join(argv)} under valgrind failed:\n{done.stdout}{done.stderr}")
+    return int(found[1]), done.stdout
+
+
+def count_startup(args: argparse.Namespace) -> Report:
+    if shutil.which("valgrind") is None:
+        raise SystemExit("valgrind is not installed: apt-get install valgrind")
+    resumable = command()
+    if len(resumable) == 1:  # the console script is a Python file: run by this Python
+        resumable = [sys.executable, *resumable]
+    with tempfile.TemporaryDirectory() as folder:
+        cwd = Path(folder)
+        env = {k: v for k, v in os.environ.items() if k not in _UNSET}
+        env["PYTHONPYCACHEPREFIX"] = str(cwd / "pycache")
+        (cwd / "hi.py").write_text('print("hi")\n', encoding="utf-8")
+        for argv in ([*resumable, "exec", "hi.py", "-q"], [sys.executable, "hi.py"]):
+            subprocess.run(argv, cwd=cwd, env=env, capture_output=True, check=True)
+        plain, _ = counted([sys.executable, "-c", "pass"], cwd, env)
+        hi, _ = counted([sys.executable, "hi.py"], cwd, env)
+        version, _ = counted([*resumable, "--version"], cwd, env)
+        first, seed = counted([sys.executable, "-c", _FIRST_PROCESS], cwd, env)
+        seeded = {**env, "PYTHONHASHSEED": seed.strip()}
+        second, said = counted([*resumable, "exec", "hi.py", "-q"], cwd, seeded)
+        if said.strip() != "hi":
+            raise SystemExit(f"resumable exec hi.py printed {said!r}")
+    rows = [
+        ("python -c pass", plain / 1e6, 1.0),
+        ("resumable --version", version / 1e6, version / plain),
+        ("python hi.py", hi / 1e6, 1.0),
+        ("resumable exec hi.py: the first process", first / 1e6, first / hi),
+        ("resumable exec hi.py: the run's process", second / 1e6, second / hi),
+        ("resumable exec hi.py", (first + second) / 1e6, (first + second) / hi),
+    ]
+    exec_ratio, version_ratio = (first + second) / hi, version / plain
+    return Report(
+        title=f"Start-up, CPU instructions (callgrind, Python {sys.version.split()[0]})",
+        columns=("command", "million instructions", "ratio"),
+        rows=[(name, round(value, 1), round(ratio, 2)) for name, value, ratio in rows],
+        summary={"exec_ratio": round(exec_ratio, 2), "version_ratio": round(version_ratio, 2)},
+        ok=(args.max_exec_ratio is None or exec_ratio <= args.max_exec_ratio)
+        and (args.max_version_ratio is None or version_ratio <= args.max_version_ratio),
+    )
+
+
 def bench_startup(args: argparse.Namespace) -> Report:
+    if args.instructions:
+        return count_startup(args)
     resumable = command()
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as folder:
