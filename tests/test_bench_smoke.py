@@ -20,9 +20,9 @@ ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "scripts" / "bench.py"
 
 
-def bench_json(*args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+def bench_json(*args: str, env: dict[str, str] | None = None, quick: bool = True) -> dict[str, Any]:
     done = subprocess.run(
-        [sys.executable, str(BENCH), *args, "--quick", "--json"],
+        [sys.executable, str(BENCH), *args, *(["--quick"] if quick else []), "--json"],
         env=env,
         capture_output=True,
         text=True,
@@ -219,16 +219,8 @@ def test_instructions_counts_a_journaled_await_of_each_tree(tmp_path: Path) -> N
 
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind")
 def test_startup_counts_the_instructions_of_both_processes_of_exec() -> None:
-    done = subprocess.run(
-        [sys.executable, str(BENCH), "startup", "--instructions", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    rows = {row["command"]: row for row in json.loads(done.stdout)["rows"]}
+    data = bench_json("startup", "--instructions", quick=False)
+    rows = {row["command"]: row for row in data["rows"]}
     first = rows["resumable exec hi.py: the first process"]["million instructions"]
     second = rows["resumable exec hi.py: the run's process"]["million instructions"]
     plain = rows["python -c pass"]["million instructions"]
