@@ -300,9 +300,19 @@ def test_a_worker_that_cannot_open_a_run_parks_it_for_a_lease_instead_of_looping
     wrong.wait_for(
         f"parked run {run_id}: record 1 of run {run_id} fails authentication", timeout=20
     )
+    # parked under the lease it was claimed with, renewed: never let go, so no claim (this
+    # worker's next poll, another worker's) could take the run between a release and a park
+    (claimed,) = wrong.matches(f"claimed run {run_id}: lease epoch (\\d+)")
+    (held,) = schema.query(
+        f"SELECT owner, epoch, extract(epoch FROM lease_expires_at - now()) AS left "
+        f"FROM {schema.name}.runs WHERE run_id = $1",
+        run_id,
+    )
+    assert held["epoch"] == int(claimed[1]), "\n".join(wrong.err)
+    assert held["left"] > 4  # a lease of 8 s renewed at the park
     time.sleep(1)  # twenty polls, inside the parked lease
     assert wrong.stop() == 0
-    assert len(wrong.matches(f"claimed run {run_id}")) == 1
+    assert len(wrong.matches(f"claimed run {run_id}")) == 1, "\n".join(wrong.err)
     assert schema.runs()[run_id]["status"] == "pending"  # nothing was written to the run
 
     right = spawn("worker", LEDGER=str(ledger))

@@ -21,8 +21,9 @@ What ends a run's task, and what the worker does with the run:
 - fenced (or its lease ran out while the worker was paused): another worker owns the run
   now; left alone, and nothing more of it runs here;
 - the program cannot go on (non-determinism): marked ``failed``;
-- anything else (store outage, wrong keys, a bug): the run is parked - its lease is
-  left to lapse - so any worker retries it once per ``lease_seconds``, not in a loop.
+- anything else (store outage, wrong keys, a bug): the run is parked - its lease renewed
+  once, never let go (a claim would take it at once), then left to lapse - so any worker
+  retries it once per ``lease_seconds``, not in a loop.
 """
 
 from __future__ import annotations
@@ -266,7 +267,7 @@ class Worker:
                 await self._drop(session)
                 self._note("fenced", run_id, f"{failed.reason}; dropped it")
             else:
-                await self._park(run_id, session, failed.reason)
+                await self._park(lease, failed.reason, session)
         except asyncio.CancelledError:
             with contextlib.suppress(Exception):
                 await asyncio.shield(self._close(session))
@@ -276,9 +277,9 @@ class Worker:
             if err.exit_code == 1 and session is not None:
                 await self._fail(session, err)
             else:
-                await self._park(run_id, session, err.message)
+                await self._park(lease, err.message, session)
         except Exception as err:
-            await self._park(run_id, session, f"{type(err).__name__}: {err}")
+            await self._park(lease, f"{type(err).__name__}: {err}", session)
         finally:
             if session is not None and self._sessions.get(run_id) is session:
                 del self._sessions[run_id]
@@ -317,7 +318,7 @@ class Worker:
             self._note("fenced", session.run_id, f"{fenced.message}; dropped it")
             return
         except StoreError as store_err:
-            await self._park(session.run_id, session, store_err.message)
+            await self._park(session.lease, store_err.message, session)
             return
         await self._close(session)
         self._note("failed", session.run_id, err.message)
@@ -339,11 +340,15 @@ class Worker:
             with contextlib.suppress(asyncio.CancelledError):
                 await session.heartbeat
 
-    async def _park(self, run_id: str, session: RunSession | None, why: str) -> None:
-        """Keep the run without working on it until the lease lapses: a retry, not a loop."""
+    async def _park(self, lease: Lease, why: str, session: RunSession | None = None) -> None:
+        """Hold the run, idle, for a lease from now: a retry, not a loop (see the module's doc)."""
         await self._drop(session)
-        with contextlib.suppress(ResumableError):  # still ours (busy) or the store is away
-            await self.store.acquire(run_id, self.owner, self.ttl)
+        run_id, held = lease.run_id, session.lease if session is not None else lease
+        with contextlib.suppress(ResumableError):  # taken by another owner, or the store is away
+            try:
+                await self.store.renew(held, self.ttl)
+            except FencedError:  # lost meanwhile: taken again if it is free
+                await self.store.acquire(run_id, self.owner, self.ttl)
         with contextlib.suppress(ResumableError):  # the last error of this attempt, if we can
             meta = await self.store.get_meta(run_id)
             await self.store.put_meta(control.note_error(meta, why))

@@ -192,7 +192,8 @@ class RunSession:
         and is refused too, never reported ``completed``. A run with a cancel request is
         marked cancelled instead (:class:`RunCancelled`), and one that used its
         ``max_attempts`` is marked failed (:class:`AttemptsExhausted`) unless ``force``;
-        either way the lease is given back.
+        either way the lease is given back. A log that does not open gives back only a
+        lease this call took: a worker parks the run under its own ``lease``.
         """
         settings = config.durability
         check_run_id(run_id)
@@ -207,6 +208,7 @@ class RunSession:
         coordinator = RunLoader(store, codec)
         loss: Literal["refuse", "accept"] = "accept" if accept_loss else "refuse"
         skipped: list[str] | None = None
+        took = lease is None
         try:
             if lease is None:
                 # Owning a run moves a torn tail of its log aside, so look before: the user
@@ -220,7 +222,7 @@ class RunSession:
             loaded = await coordinator.load(run_id, loss=loss)
             _check_started(run_id, loaded)
         except (RecordError, IntegrityError, DecryptionError, UsageError):
-            if lease is not None:
+            if took and lease is not None:
                 await store.release(lease)
             raise
         try:
@@ -257,8 +259,9 @@ class RunSession:
         try:
             await store.put_meta(meta)
         except StoreError as error:  # a store still full or read-only: nothing ran
-            with contextlib.suppress(ResumableError):
-                await store.release(lease)
+            if took:  # else the caller's: a worker parks the run under it
+                with contextlib.suppress(ResumableError):
+                    await store.release(lease)
             raise store_failed(run_id, error) from error
         session = cls(
             store,
