@@ -131,12 +131,9 @@ class StatementSplitter:
         certainly invalid. Statements completed before the error in the same
         chunk are returned first, and the error is raised by the next call.
         """
-        if "\n" not in chunk and self._error is None:
-            if self._probe and not self._partial and chunk[:1] in (" ", "\t"):
-                self._probe = False  # an indented line: the pending block goes on
-            if not self._probe:
-                self._partial.append(chunk)  # most chunks: part of a line (the fast path)
-                return []
+        if not self._probe and "\n" not in chunk and self._error is None:
+            self._partial.append(chunk)  # most chunks: part of a line (the fast path)
+            return []
         if self._error is not None:
             raise self._error
         if not chunk:
