@@ -12,7 +12,8 @@ instructions one journaled await costs, start-up and the program's end taken out
 ``--base`` the same is counted for the source tree at that path (``PYTHONPATH``), and the
 ratio is this checkout's over the base's. Both trees run the same program through their own
 ``python -m resumable exec``, once uncounted first: a tree whose modules are not compiled yet
-would count their compilation in the first run (a slope off by several percent). Needs ``valgrind`` on the PATH (``apt-get install valgrind``).
+would count their compilation in the first run (a slope off by several percent). Needs
+``valgrind`` on the PATH (``apt-get install valgrind``).
 """
 
 from __future__ import annotations
@@ -41,34 +42,44 @@ def instructions_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help="N = 50: a smoke test")
 
 
-def count(src: Path, awaits: int, folder: Path, *, counted: bool = True) -> int:
-    """Instructions of one ``resumable exec`` of the program with ``awaits`` awaits
-    (0 if not ``counted``: a run to compile the tree's modules)."""
+def callgrind(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, str]:
+    """Instructions of one run of ``argv`` under callgrind, and what it printed."""
+    done = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    found = _COLLECTED.search(done.stderr)
+    if done.returncode != 0 or found is None:
+        raise SystemExit(f"{' '.join(argv)} under valgrind failed:\n{done.stdout}{done.stderr}")
+    return int(found[1]), done.stdout
+
+
+def _program(src: Path, awaits: int, folder: Path) -> tuple[list[str], Path, dict[str, str]]:
+    """The command, folder and environment of one ``resumable exec`` with ``awaits`` awaits."""
     work = folder / f"{src.parent.name}-{awaits}"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     (work / "loop.py").write_text(_PROGRAM.format(n=awaits), encoding="utf-8")
     (work / "playbooks.toml").write_text(_CONFIG, encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": str(src), "PYTHONHASHSEED": "0"}
-    argv = [sys.executable, "-m", "resumable", "exec", "loop.py", "-q"]
-    valgrind = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
-    done = subprocess.run(
-        [*valgrind, *argv] if counted else argv,
-        cwd=work,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    found = _COLLECTED.search(done.stderr)
-    if done.returncode == 0 and not counted and "done" in done.stdout:
-        return 0
-    if done.returncode != 0 or found is None or "done" not in done.stdout:
-        raise SystemExit(f"{' '.join(argv)} under valgrind failed:\n{done.stdout}{done.stderr}")
-    return int(found[1])
+    return [sys.executable, "-m", "resumable", "exec", "loop.py", "-q"], work, env
+
+
+def count(src: Path, awaits: int, folder: Path) -> int:
+    """Instructions of one ``resumable exec`` of the program with ``awaits`` awaits."""
+    argv, work, env = _program(src, awaits, folder)
+    counted, said = callgrind(argv, work, env)
+    if "done" not in said:
+        raise SystemExit(f"{' '.join(argv)} under valgrind printed {said!r}")
+    return counted
 
 
 def per_await(src: Path, awaits: int, folder: Path) -> float:
-    count(src, 1, folder, counted=False)
+    argv, work, env = _program(src, 1, folder)
+    subprocess.run(argv, cwd=work, env=env, capture_output=True, check=True)  # compiles, uncounted
     return (count(src, 3 * awaits, folder) - count(src, awaits, folder)) / (2 * awaits)
 
 

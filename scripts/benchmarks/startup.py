@@ -33,6 +33,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from benchmarks.instructions import callgrind
 from benchmarks.report import Report, median_seconds
 
 _UNSET = ("PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE")
@@ -87,22 +88,6 @@ sys.argv = ["resumable", "exec", "hi.py", "-q"]
 runpy.run_module("resumable", run_name="__main__", alter_sys=True)
 """
 """``resumable exec``'s first process, which ends where it would start the second."""
-_COLLECTED = re.compile(r"Collected : (\d+)")
-
-
-def counted(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, str]:
-    """Instructions of one run of ``argv`` under callgrind, and what it printed."""
-    done = subprocess.run(
-        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    found = _COLLECTED.search(done.stderr)
-    if done.returncode != 0 or found is None:
-        raise SystemExit(f"{' '.join(argv)} under valgrind failed:\n{done.stdout}{done.stderr}")
-    return int(found[1]), done.stdout
 
 
 def count_startup(args: argparse.Namespace) -> Report:
@@ -118,12 +103,12 @@ def count_startup(args: argparse.Namespace) -> Report:
         (cwd / "hi.py").write_text('print("hi")\n', encoding="utf-8")
         for argv in ([*resumable, "exec", "hi.py", "-q"], [sys.executable, "hi.py"]):
             subprocess.run(argv, cwd=cwd, env=env, capture_output=True, check=True)
-        plain, _ = counted([sys.executable, "-c", "pass"], cwd, env)
-        hi, _ = counted([sys.executable, "hi.py"], cwd, env)
-        version, _ = counted([*resumable, "--version"], cwd, env)
-        first, seed = counted([sys.executable, "-c", _FIRST_PROCESS], cwd, env)
+        plain, _ = callgrind([sys.executable, "-c", "pass"], cwd, env)
+        hi, _ = callgrind([sys.executable, "hi.py"], cwd, env)
+        version, _ = callgrind([*resumable, "--version"], cwd, env)
+        first, seed = callgrind([sys.executable, "-c", _FIRST_PROCESS], cwd, env)
         seeded = {**env, "PYTHONHASHSEED": seed.strip()}
-        second, said = counted([*resumable, "exec", "hi.py", "-q"], cwd, seeded)
+        second, said = callgrind([*resumable, "exec", "hi.py", "-q"], cwd, seeded)
         if said.strip() != "hi":
             raise SystemExit(f"resumable exec hi.py printed {said!r}")
     rows = [
