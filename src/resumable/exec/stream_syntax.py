@@ -10,6 +10,7 @@ moved to the line and column of the whole stream, the place a user can find.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import warnings
 
@@ -175,12 +176,19 @@ def _nested(depth: int) -> str:
     return f"{plain}|{strings}|{pairs}"
 
 
-BODY_LINES = re.compile(rf"(?:[ \t]++(?=[^\s#])(?:{_nested(3)})*+(?:#[^\n]*+)?\n)*+")
-"""Indented lines of code that each leave the lexical state as they found it: every
-bracket and string closes on its line, no backslash; lines a compound statement's block
-takes whole, many at a time. Possessive throughout, so a line that does not fit fails
-in time linear in its length. Anything else (blank and comment lines, brackets or strings
-across lines, brackets more than three deep) is left to the splitter's line-by-line scan."""
+@functools.cache
+def body_lines() -> re.Pattern[str]:
+    """Indented lines of code that each leave the lexical state as they found it: every
+    bracket and string closes on its line, no backslash; lines a compound statement's block
+    takes whole, many at a time. Possessive throughout, so a line that does not fit fails
+    in time linear in its length. Anything else (blank and comment lines, brackets or strings
+    across lines, brackets more than three deep) is left to the splitter's line-by-line scan.
+
+    Compiled when a program's first block arrives, not when the splitter is imported: the
+    pattern spells out every nesting of three kinds of bracket three deep (4,000 characters)
+    and compiling it costs about as much as starting an interpreter, which a program
+    without a compound statement never needs."""
+    return re.compile(rf"(?:[ \t]++(?=[^\s#])(?:{_nested(3)})*+(?:#[^\n]*+)?\n)*+")
 
 
 def starts_statement(text: str) -> bool | None:

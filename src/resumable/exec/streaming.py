@@ -20,7 +20,7 @@ handed on so the executor need not parse again. The header of each compound
 statement is also parsed alone, inside a tiny template, so ``if x`` without a
 colon fails when its line ends rather than when its block does (both parses, and
 the placing of their errors in the stream, are in :mod:`resumable.exec.stream_syntax`).
-Lines that leave the lexical state as it is (a block's plain lines, ``BODY_LINES``,
+Lines that leave the lexical state as it is (a block's plain lines, ``body_lines``,
 and lines inside an open triple-quoted string) are taken many at a time, by one match.
 Work per chunk is thus proportional to the new text plus the statement being emitted.
 
@@ -46,7 +46,6 @@ import re
 from resumable.exec.statement import Statement
 from resumable.exec.stream_syntax import (
     BODY,
-    BODY_LINES,
     CLOSE,
     COMMENT,
     FOLLOWS,
@@ -57,6 +56,7 @@ from resumable.exec.stream_syntax import (
     SEMI,
     TOKEN,
     WORD,
+    body_lines,
     check_header,
     parse_piece,
     split_simple,
@@ -207,7 +207,7 @@ class StatementSplitter:
         """The end of the lines from ``start`` that leave the lexical state as it is (a
         block's plain lines, or those of an open triple-quoted string before its last)."""
         if self._kind == _COMPOUND and self._lparts is None and not self._lead:
-            return BODY_LINES.match(text, start).end()  # type: ignore[union-attr]
+            return body_lines().match(text, start).end()  # type: ignore[union-attr]
         if self._quote is not None and len(self._quote) == 3:
             close = BODY[self._quote].match(text, start).end()  # type: ignore[union-attr]
             return text.rfind("\n", start, close) + 1
