@@ -21,7 +21,7 @@ import pickle
 import sys
 import types
 from collections.abc import Callable, Mapping
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import cloudpickle
 from cloudpickle import cloudpickle as _cp
@@ -34,8 +34,10 @@ from resumable.durability.capture.moved import current_module
 from resumable.durability.capture.pieces import load_stream
 from resumable.durability.capture.reducers import ReducerRegistry
 from resumable.durability.capture.resources import RESOURCE_REDUCERS, reduce_resource_subclass
-from resumable.durability.capture.set_order import SetCapture, SetRestorer
 from resumable.errors import RecordError, RecordVersionError
+
+if TYPE_CHECKING:
+    from resumable.durability.capture.set_order import SetCapture, SetRestorer
 
 NAMESPACE_CODEC: Final = b"N"
 VALUE_CODEC: Final = b"V"
@@ -71,6 +73,12 @@ class PickleOwner(Protocol):
 
 
 # -- helpers named in pickles ----------------------------------------------------------------
+def _set_order() -> types.ModuleType:
+    """Loaded at the first set pickled or unpickled: it reads hash tables with ``ctypes``, a
+    sixth of an interpreter's start that a run without sets need not pay."""
+    return importlib.import_module("resumable.durability.capture.set_order")
+
+
 def _make_function(code: types.CodeType, globals_: dict[str, Any], closure: Any) -> Any:
     return types.FunctionType(code, globals_, None, None, closure)
 
@@ -161,23 +169,6 @@ def _code_reduce(code: types.CodeType) -> tuple[Any, ...]:
     return (constructor, tuple(args))
 
 
-def _type_name(obj: object) -> str:
-    cls = type(obj)
-    return (
-        cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
-    )
-
-
-def unpicklable_reason(value: object, culprit: object, exc: BaseException) -> str:
-    text = f"{_type_name(culprit)} objects cannot be checkpointed"
-    if culprit is not value:
-        text += f" (one is inside this {_type_name(value)})"
-    detail = str(exc)
-    if detail and not detail.startswith("cannot pickle"):
-        text += f": {detail}"
-    return text
-
-
 class CheckpointPickler(cloudpickle.Pickler):  # type: ignore[misc]
     """cloudpickle, plus the namespace as a persistent id, blobs, and the program's own objects."""
 
@@ -192,7 +183,7 @@ class CheckpointPickler(cloudpickle.Pickler):  # type: ignore[misc]
         self.by_name = False  # await results: the program's classes/functions as names
         self.inline: dict[int, str] = {}
         self.by_reference = owner.by_reference
-        self.sets = SetCapture()
+        self.sets: SetCapture | None = None  # made at the first set (see _set_order)
 
     def persistent_id(self, obj: Any) -> Any:
         t = type(obj)
@@ -206,6 +197,8 @@ class CheckpointPickler(cloudpickle.Pickler):  # type: ignore[misc]
         if pid is not None:
             return self._emit(pid)
         if t is set or t is frozenset:
+            if self.sets is None:
+                self.sets = _set_order().SetCapture()
             return self.sets.pid(obj)
         if t in self.externals:
             return self._emit(self.owner.blob_pid(obj, t))
@@ -222,7 +215,8 @@ class CheckpointPickler(cloudpickle.Pickler):  # type: ignore[misc]
 
     def clear_memo(self) -> None:
         super().clear_memo()
-        self.sets.clear()
+        if self.sets is not None:
+            self.sets.clear()
 
     def _emit(self, pid: tuple[str, ...]) -> tuple[str, ...]:
         """The strings of a persistent id are pickled inline, never as blobs themselves."""
@@ -299,16 +293,6 @@ class CheckpointPickler(cloudpickle.Pickler):  # type: ignore[misc]
         return (_make_function, args, (dict(func.__dict__), slots), None, None, _fill_function)
 
 
-class DiagnosingPickler(CheckpointPickler):
-    """Remembers the last object it was asked to save: the culprit when saving fails."""
-
-    last: object = None
-
-    def persistent_id(self, obj: Any) -> Any:
-        self.last = obj
-        return super().persistent_id(obj)
-
-
 class CheckpointUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str) -> Any:
         return super().find_class(current_module(module, name), name)
@@ -323,12 +307,13 @@ class CheckpointUnpickler(pickle.Unpickler):
         self.load_blob = load_blob
         self.ns = ns
         self.blobs: dict[str, Any] = {}
-        self.sets = SetRestorer()
+        self.sets: SetRestorer | None = None  # made at the first set (see _set_order)
         self.namespace = bytes(data[:1]) == NAMESPACE_CODEC
 
     def load(self, dumps: int = 1) -> Any:
         loaded = super().load() if dumps == 1 else load_stream(self, dumps)  # .pieces
-        self.sets.warn(loaded[0] if self.namespace else None)
+        if self.sets is not None:
+            self.sets.warn(loaded[0] if self.namespace else None)
         return loaded
 
     def persistent_load(self, pid: Any) -> Any:
@@ -341,6 +326,8 @@ class CheckpointUnpickler(pickle.Unpickler):
         if kind == "n":
             return self.ns
         if kind == "t":
+            if self.sets is None:
+                self.sets = _set_order().SetRestorer()
             return self.sets.load(pid)
         if kind == "x":
             value = self.ns.get(pid[1], _MISSING)

@@ -41,11 +41,9 @@ from resumable.durability.capture.pickling import (
     VALUE_CODEC,
     CheckpointPickler,
     CheckpointUnpickler,
-    DiagnosingPickler,
     check_codec,
     is_plain,
     namespace_payload,
-    unpicklable_reason,
 )
 from resumable.durability.capture.pieces import (
     PIECES_CODEC,
@@ -75,6 +73,33 @@ __all__ = [
     "register_external",
     "register_reducer",
 ]
+
+
+class _DiagnosingPickler(CheckpointPickler):
+    """Remembers the last object it was asked to save: the culprit when saving fails."""
+
+    last: object = None
+
+    def persistent_id(self, obj: Any) -> Any:
+        self.last = obj
+        return super().persistent_id(obj)
+
+
+def _type_name(obj: object) -> str:
+    cls = type(obj)
+    return (
+        cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+    )
+
+
+def _unpicklable_reason(value: object, culprit: object, exc: BaseException) -> str:
+    text = f"{_type_name(culprit)} objects cannot be checkpointed"
+    if culprit is not value:
+        text += f" (one is inside this {_type_name(value)})"
+    detail = str(exc)
+    if detail and not detail.startswith("cannot pickle"):
+        text += f": {detail}"
+    return text
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,7 +322,7 @@ class Snapshotter(BlobKeeper):
         by_name: bool = False,
     ) -> dict[str, tuple[object, str, bool]]:
         """Pickle each value alone: which cannot be pickled, why, and is the value itself the cause."""
-        diagnosing = DiagnosingPickler(self, self._buffer)
+        diagnosing = _DiagnosingPickler(self, self._buffer)
         found: dict[str, tuple[object, str, bool]] = {}
         for name, value in values.items():
             diagnosing.last = None
@@ -307,7 +332,7 @@ class Snapshotter(BlobKeeper):
                 raise
             except Exception as exc:
                 culprit = diagnosing.last
-                found[name] = (value, unpicklable_reason(value, culprit, exc), culprit is value)
+                found[name] = (value, _unpicklable_reason(value, culprit, exc), culprit is value)
         return found
 
     def _dump_what_remains(
