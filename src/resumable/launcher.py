@@ -6,8 +6,9 @@ Two things need none of them, and a user feels both:
 - a new run (``exec``, ``run``) must hash strings with its store's seed (see
   ``durability/log/hashseed.py``), which only takes effect when an interpreter starts. When the
   store is a folder whose key is already there (or the key is in the environment), the seed is
-  computed here from the settings and the key alone, and the command starts once more with it
-  at once, before anything heavy is imported. Otherwise (another store, a store not made yet, a
+  computed here from the key alone (``resumable.config.files`` finds it without loading the
+  settings), and the command starts once more with it at once, before anything heavy is
+  imported. Otherwise (another store, a store not made yet, a
   setting that fails) nothing is decided here: the command line finds the seed the long way,
   and reports whatever is wrong.
 """
@@ -88,31 +89,14 @@ def early_seed(args: list[str], env: Mapping[str, str]) -> int | None:
     plain, config_path = _config_option(args)
     if not plain:
         return None
+    from resumable.config.files import store_key
+
+    key = store_key(Path(config_path) if config_path else None, Path.cwd().absolute(), env)
+    if key is None:
+        return None
     import hashlib
     import hmac
 
-    from resumable.config import load_config
-    from resumable.errors import ResumableError
-
-    try:
-        config = load_config(Path(config_path) if config_path else None, env=env)
-    except (ResumableError, OSError):
-        return None
-    settings = config.durability
-    if not settings.enabled:
-        return None
-    raw = env.get(settings.mac_key_env, "")
-    if raw:
-        key = raw.encode()
-    elif settings.store == "file" and settings.path:
-        try:
-            key = (config.resolve_path(settings.path) / "key").read_bytes()
-        except OSError:  # no key yet: the store makes it when it opens
-            return None
-        if len(key) != 32:
-            return None
-    else:
-        return None
     return int.from_bytes(hmac.digest(key, _SEED_LABEL, hashlib.sha256)[:4], "big")
 
 

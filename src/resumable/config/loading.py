@@ -19,14 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
-from resumable.config.settings import (
-    _SECTIONS,
-    CONFIG_ENV,
-    CONFIG_FILE,
-    Config,
-    DurabilitySettings,
-)
-from resumable.errors import ConfigError
+from resumable.config.files import CONFIG_FILE, config_error, locate
+from resumable.config.settings import _SECTIONS, Config, DurabilitySettings
 
 _BOOL_WORDS = {"1": True, "true": True, "yes": True, "on": True}
 _BOOL_WORDS |= {"0": False, "false": False, "no": False, "off": False}
@@ -100,7 +94,7 @@ def load_config(
     environ = os.environ if env is None else env
     base = (Path.cwd() if cwd is None else cwd).absolute()
     reader = _Reader()
-    located = _locate(path, base, environ)
+    located = locate(path, base, environ)
     if located is not None:
         reader.read_file(*located)
     reader.read_env(environ, base)
@@ -112,25 +106,6 @@ def load_config(
     )
     _check_store_url(config.durability, reader.origins)
     return config
-
-
-def _locate(path: Path | None, base: Path, environ: Mapping[str, str]) -> tuple[Path, str] | None:
-    """The config file as (absolute path, name to show in messages), or None for defaults."""
-    if path is None and not environ.get(CONFIG_ENV):
-        found = base / CONFIG_FILE
-        return (found, CONFIG_FILE) if found.is_file() else None
-    given = path if path is not None else Path(environ[CONFIG_ENV])
-    file = base / given.expanduser()
-    try:
-        if file.exists():
-            return file, str(given)
-    except OSError as exc:  # a name longer than the file system allows
-        shown = str(given) if len(str(given)) <= 80 else f"{str(given)[:40]}...{str(given)[-40:]}"
-        raise _error(shown, None, f"cannot read the config file: {exc.strerror or exc}") from None
-    if path is not None:
-        fix = f"fix the path, or create it with `resumable init --path {given}`"
-        raise _error(str(given), None, f"config file not found; {fix}")
-    raise _error(CONFIG_ENV, None, f"config file {given} not found; fix or unset {CONFIG_ENV}")
 
 
 class _Reader:
@@ -146,11 +121,13 @@ class _Reader:
         try:
             data = tomllib.loads(file.read_text(encoding="utf-8"))
         except tomllib.TOMLDecodeError as error:
-            raise _error(shown, None, f"not valid TOML: {error}; fix the file there") from None
+            raise config_error(
+                shown, None, f"not valid TOML: {error}; fix the file there"
+            ) from None
         except UnicodeDecodeError:
-            raise _error(shown, None, "not UTF-8 text; save the file as UTF-8") from None
+            raise config_error(shown, None, "not UTF-8 text; save the file as UTF-8") from None
         except OSError as error:
-            raise _error(
+            raise config_error(
                 shown, None, f"cannot read it ({error.strerror}); check the path"
             ) from None
         for section, table in data.items():
@@ -158,11 +135,11 @@ class _Reader:
                 hint = _did_you_mean(section, list(_SECTIONS), "[{}]")
                 valid = ", ".join(f"[{name}]" for name in _SECTIONS)
                 text = f"unknown section [{section}] ({hint}valid sections: {valid})"
-                raise _error(shown, section, text)
+                raise config_error(shown, section, text)
             if not isinstance(table, dict):
                 how = f"write [{section}] on its own line, then key = value lines"
                 text = f"{section} must be a table, got {_show(table)} ({how})"
-                raise _error(shown, section, text)
+                raise config_error(shown, section, text)
             for key, value in table.items():
                 self.put(section, key, value, shown, from_env=False)
 
@@ -185,7 +162,7 @@ class _Reader:
             template = f"RESUMABLE_{section.upper()}_{{}}" if from_env else '"{}"'
             hint = _did_you_mean(key, list(fields), template, upper=from_env)
             text = f'unknown key [{section}] "{key}" ({hint}valid keys: {", ".join(fields)})'
-            raise _error(shown, f"{section}.{key}", text)
+            raise config_error(shown, f"{section}.{key}", text)
         accepted = _accept_or_raise(section, key, value, shown, from_env=from_env)
         self.values[section][key] = accepted
         self.origins[f"{section}.{key}"] = shown
@@ -209,12 +186,7 @@ def _check_store_url(settings: DurabilitySettings, origins: dict[str, str]) -> N
     where = origins.get("durability.url") or origins.get("durability.store", CONFIG_FILE)
     text = f'[durability] url must be a {schemes[0]} URL when store = "{settings.store}", '
     text += f'got {_show(settings.url)} (e.g. url = "{schemes[0]}localhost/resumable")'
-    raise _error(where, "durability.url", text)
-
-
-def _error(shown: str, key: str | None, text: str) -> ConfigError:
-    """One line: where the bad setting came from, then what is wrong and how to fix it."""
-    return ConfigError(f"{shown}: {text}", key=key, source=shown)
+    raise config_error(where, "durability.url", text)
 
 
 def _fields(section: str) -> dict[str, dataclasses.Field[Any]]:
@@ -248,7 +220,7 @@ def _accept_or_raise(section: str, key: str, value: Any, shown: str, *, from_env
             pass
         else:
             message += f" (write {tomli_w.dumps({key: fixed}).strip()}, without quotes)"
-    raise _error(shown, f"{section}.{key}", message)
+    raise config_error(shown, f"{section}.{key}", message)
 
 
 def _accept(value: Any, hint: Any, rules: Mapping[str, Any]) -> Any:

@@ -7,9 +7,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-CONFIG_FILE = "playbooks.toml"
-CONFIG_ENV = "RESUMABLE_CONFIG"
-
 
 def _setting(default: Any, help: str, **rules: Any) -> Any:
     """A field with its one help line and its rules (min, above, max, path, hook, env_name)."""
