@@ -12,7 +12,7 @@ if sys.platform == "win32":  # pragma: no cover - the stores need POSIX file loc
         "on Windows, run it under WSL"
     )
 
-from typing import TYPE_CHECKING as _TYPE_CHECKING
+_TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy reads it so)
 
 if _TYPE_CHECKING:
     from resumable.config import Config, load_config

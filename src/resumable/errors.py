@@ -33,7 +33,9 @@ they apply, and survives pickling so it can be journaled.
 
 from __future__ import annotations
 
-from typing import Any
+_TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: the launcher loads this
+if _TYPE_CHECKING:
+    from typing import Any
 
 
 class ResumableError(Exception):

@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
-from pathlib import Path
 
 _SEED_ENV = "PYTHONHASHSEED"
 _SEED_LABEL = b"resumable hash seed"
@@ -61,13 +60,14 @@ def print_version() -> bool:
             continue
         for name in names:
             if name.startswith(prefix) and name.endswith(".dist-info"):
-                return _print_metadata(Path(entry or ".", name, "METADATA"))
+                return _print_metadata(os.path.join(entry or ".", name, "METADATA"))
     return False
 
 
-def _print_metadata(path: Path) -> bool:
+def _print_metadata(path: str) -> bool:
     try:
-        text = path.read_text(encoding="utf-8")
+        with open(path, encoding="utf-8") as file:
+            text = file.read()
     except OSError:
         return False
     fields = text.split("\n\n", 1)[0].splitlines()
@@ -89,6 +89,8 @@ def early_seed(args: list[str], env: Mapping[str, str]) -> int | None:
     plain, config_path = _config_option(args)
     if not plain:
         return None
+    from pathlib import Path
+
     from resumable.config.files import store_key
 
     key = store_key(Path(config_path) if config_path else None, Path.cwd().absolute(), env)

@@ -5,7 +5,7 @@ locates it, and finds a store's key before the settings load (for the launcher).
 below are imported on first use: the launcher imports ``files`` without the dataclasses.
 """
 
-from typing import TYPE_CHECKING as _TYPE_CHECKING
+_TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy reads it so)
 
 if _TYPE_CHECKING:
     from resumable.config.files import CONFIG_ENV, CONFIG_FILE

@@ -14,9 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from resumable.errors import ConfigError
+
+_TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the launcher loads this)
+if _TYPE_CHECKING:
+    from typing import Any
 
 CONFIG_FILE = "playbooks.toml"
 CONFIG_ENV = "RESUMABLE_CONFIG"
