@@ -192,8 +192,9 @@ class RunSession:
         and is refused too, never reported ``completed``. A run with a cancel request is
         marked cancelled instead (:class:`RunCancelled`), and one that used its
         ``max_attempts`` is marked failed (:class:`AttemptsExhausted`) unless ``force``;
-        either way the lease is given back. A log that does not open gives back only a
-        lease this call took: a worker parks the run under its own ``lease``.
+        either way the lease is given back. A log that does not open, or a store that fails
+        meanwhile, gives back only a lease this call took: a worker parks the run under its
+        own ``lease``.
         """
         settings = config.durability
         check_run_id(run_id)
@@ -229,6 +230,11 @@ class RunSession:
             meta = await control.admit(
                 store, codec, lease, settings.max_attempts, force=force, seq=loaded.state.seq
             )
+        except Exception as exc:
+            marked = isinstance(exc, (control.RunCancelled, control.AttemptsExhausted))
+            if took or marked:  # else the caller parks the run under its lease
+                await store.release(lease)
+            raise
         except BaseException:
             await store.release(lease)
             raise
@@ -263,15 +269,9 @@ class RunSession:
                 with contextlib.suppress(ResumableError):
                     await store.release(lease)
             raise store_failed(run_id, error) from error
+        snapshotter = _snapshotter(settings)
         session = cls(
-            store,
-            codec,
-            lease,
-            manager,
-            _snapshotter(settings),
-            meta,
-            loaded.problems,
-            resumed=True,
+            store, codec, lease, manager, snapshotter, meta, loaded.problems, resumed=True
         )
         session.hash_mismatch = different_hashes
         session.start_heartbeat(settings.lease_seconds)
