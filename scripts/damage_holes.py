@@ -22,8 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.crash.damage import SITES
-from tests.crash.test_damage_holes import SNAPSHOTS, _check_reported, _run, _seqs
+from tests.crash.damage import SITES, SNAPSHOTS, log_seqs, run_script
+from tests.crash.test_damage_holes import _check_reported
 
 
 async def sweep(kind: str, crash_after: int | None) -> tuple[int, list[int]]:
@@ -31,8 +31,8 @@ async def sweep(kind: str, crash_after: int | None) -> tuple[int, list[int]]:
         base = Path(tmp)
         probe = SITES[kind]()
         try:
-            run_id = _run(probe, base / "probe", SNAPSHOTS, crash_after)
-            last = max(await _seqs(base / "probe", run_id))
+            run_id = run_script(probe, base / "probe", SNAPSHOTS, crash_after)
+            last = max(await log_seqs(base / "probe", run_id))
         finally:
             await probe.cleanup()
         missed = []
@@ -40,7 +40,7 @@ async def sweep(kind: str, crash_after: int | None) -> tuple[int, list[int]]:
             site = SITES[kind]()
             work = base / f"seq{seq}"
             try:
-                trial = _run(site, work, SNAPSHOTS, crash_after)
+                trial = run_script(site, work, SNAPSHOTS, crash_after)
                 await site.delete(work, trial, [seq])
                 await _check_reported(site, work, trial, seq)
             except AssertionError:

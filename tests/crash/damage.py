@@ -10,12 +10,16 @@ from __future__ import annotations
 import os
 import secrets
 import sqlite3
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.crash.harness import resumable
 
+from resumable.config import load_config
+from resumable.durability.runs.session import store_for
 from resumable.store.filesystem import HEADER_BYTES, encode_frames, scan_frames
 
 POSTGRES_URL = os.environ.get(
@@ -293,3 +297,49 @@ class RedisSite(Site):
 
 
 SITES = {"file": FileSite, "sqlite": SQLiteSite, "postgres": PostgresSite, "redis": RedisSite}
+
+
+# -- a run of the script, killed or not, and what it left (real processes) -----------------
+SNAPSHOTS = {"RESUMABLE_DURABILITY_SNAPSHOT_EVERY": "3"}
+PRUNED = {**SNAPSHOTS, "RESUMABLE_DURABILITY_KEEP": "1"}
+
+
+def booked(work: Path) -> list[str]:
+    """The effects the script booked in ``work``, in order."""
+    path = work / "effects.log"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def run_script(site: Site, work: Path, env: dict[str, str], crash_after: int | None) -> str:
+    """A run of the script on ``site``'s store, killed after record ``crash_after`` (None: to
+    its end), then left a lease's time so that nobody owns it; its id."""
+    run_id = f"h{secrets.token_hex(3)}"
+    work.mkdir(exist_ok=True)
+    site.prepare(work)
+    if crash_after is not None:
+        env = {**env, "RESUMABLE_CRASH_AFTER": str(crash_after)}
+    done = resumable(["exec", "s.py", "--run-id", run_id], work, env=env)
+    assert done.code == (0 if crash_after is None else -9), done.stderr
+    time.sleep(site.lease_seconds)
+    return run_id
+
+
+def printed(work: Path) -> str:
+    """What the script printed before it was killed: a line per effect it booked."""
+    return "".join(f"did {n}\n" for n in range(len(booked(work))))
+
+
+def resumes_to_the_end(work: Path, run_id: str, env: dict[str, str], already: str) -> None:
+    """``resume`` prints the rest of the uninterrupted output (``already``: what the run
+    printed before) and books each effect once."""
+    resumed = resumable(["resume", run_id], work, env=env)
+    assert resumed.code == 0, resumed.stderr
+    assert already + resumed.stdout == FULL_STDOUT
+    assert booked(work) == LEDGER
+
+
+async def log_seqs(work: Path, run_id: str) -> list[int]:
+    """The seqs of the run's log, as its store reads them."""
+    config = load_config(cwd=work, env={})
+    async with store_for(config.durability, config) as store:
+        return [r.seq for r in (await store.read(run_id)).records]

@@ -16,63 +16,34 @@ from __future__ import annotations
 
 import json
 import random
-import secrets
-import time
 from pathlib import Path
 
 import pytest
-from tests.crash.damage import FULL_STDOUT, LEDGER, SITES, Site, across_stores
+from tests.crash.damage import (
+    PRUNED,
+    SITES,
+    SNAPSHOTS,
+    Site,
+    across_stores,
+    booked,
+    log_seqs,
+    printed,
+    resumes_to_the_end,
+    run_script,
+)
 from tests.crash.harness import Result, resumable
 
 from resumable.config import load_config
 from resumable.durability.runs.session import store_for
 
-SNAPSHOTS = {"RESUMABLE_DURABILITY_SNAPSHOT_EVERY": "3"}
-PRUNED = {**SNAPSHOTS, "RESUMABLE_DURABILITY_KEEP": "1"}
 TRIALS = 2
 """Random records deleted per store in the sampled matrix (scripts/damage_holes.py: all)."""
-
-
-def _ledger(work: Path) -> list[str]:
-    path = work / "effects.log"
-    return path.read_text().splitlines() if path.exists() else []
-
-
-def _run(site: Site, work: Path, env: dict[str, str], crash_after: int | None) -> str:
-    run_id = f"h{secrets.token_hex(3)}"
-    work.mkdir(exist_ok=True)
-    site.prepare(work)
-    if crash_after is not None:
-        env = {**env, "RESUMABLE_CRASH_AFTER": str(crash_after)}
-    done = resumable(["exec", "s.py", "--run-id", run_id], work, env=env)
-    assert done.code == (0 if crash_after is None else -9), done.stderr
-    time.sleep(site.lease_seconds)
-    return run_id
-
-
-def _printed(work: Path) -> str:
-    """What the script printed before it was killed: a line per effect it booked."""
-    return "".join(f"did {n}\n" for n in range(len(_ledger(work))))
-
-
-def _resumes_to_the_end(work: Path, run_id: str, env: dict[str, str], printed: str) -> None:
-    """``resume`` prints the rest of the uninterrupted output and books each effect once."""
-    resumed = resumable(["resume", run_id], work, env=env)
-    assert resumed.code == 0, resumed.stderr
-    assert printed + resumed.stdout == FULL_STDOUT
-    assert _ledger(work) == LEDGER
-
-
-async def _seqs(work: Path, run_id: str) -> list[int]:
-    config = load_config(cwd=work, env={})
-    async with store_for(config.durability, config) as store:
-        return [r.seq for r in (await store.read(run_id)).records]
 
 
 async def _rebuildable(work: Path, run_id: str, at: int) -> bool:
     """Whether the run's state at record ``at`` can be rebuilt: from record 1, or from a
     snapshot its log was pruned behind, the records up to ``at`` all there."""
-    seqs = await _seqs(work, run_id)
+    seqs = await log_seqs(work, run_id)
     base = 0
     if seqs[0] > 1:
         config = load_config(cwd=work, env={})
@@ -97,7 +68,7 @@ async def _check_reported(
     site: Site, work: Path, run_id: str, seq: int, last: int | None = None
 ) -> None:
     """`runs` and `show` name the hole, `resume` and `resume --force` refuse, nothing changes."""
-    ledger, seqs = _ledger(work), await _seqs(work, run_id)
+    ledger, seqs = booked(work), await log_seqs(work, run_id)
     listed = resumable(["runs", "--json"], work)
     assert listed.code == 0, listed.stderr
     (row,) = [r for r in json.loads(listed.stdout) if r["run_id"] == run_id]
@@ -119,8 +90,8 @@ async def _check_reported(
     assert f"resumable: warning: {row['problem']}" in shown.stderr
     for flags in ([], ["--force"]):
         _refused(resumable(["resume", run_id, *flags], work, env=SNAPSHOTS), row["problem"])
-    assert _ledger(work) == ledger
-    assert await _seqs(work, run_id) == seqs
+    assert booked(work) == ledger
+    assert await log_seqs(work, run_id) == seqs
 
 
 @pytest.mark.parametrize(
@@ -138,7 +109,7 @@ async def _check_reported(
 async def test_a_record_lost_below_the_snapshot_is_listed_shown_and_refused(
     site: Site, tmp_path: Path, crash_after: int | None, seq: int
 ) -> None:
-    run_id = _run(site, tmp_path, SNAPSHOTS, crash_after)
+    run_id = run_script(site, tmp_path, SNAPSHOTS, crash_after)
     await site.delete(tmp_path, run_id, [seq])  # snapshots at 6 and later fold over it
     await _check_reported(site, tmp_path, run_id, seq)
 
@@ -148,8 +119,8 @@ async def test_a_record_lost_above_the_newest_snapshot_suggests_the_same_fork(
 ) -> None:
     """`resume` and `show` fold from the newest snapshot, `runs` reads the whole log: a hole
     after that snapshot in a log that starts at record 1 is told the same by all three."""
-    run_id = _run(site, tmp_path, SNAPSHOTS, None)
-    seqs = await _seqs(tmp_path, run_id)
+    run_id = run_script(site, tmp_path, SNAPSHOTS, None)
+    seqs = await log_seqs(tmp_path, run_id)
     config = load_config(cwd=tmp_path, env={})
     async with store_for(config.durability, config) as store:
         snapshot = await store.get_snapshot(run_id)
@@ -176,23 +147,23 @@ async def test_the_first_records_lost_are_told_from_a_pruned_start(
     site: Site, tmp_path: Path, crash_after: int | None, seqs: list[int]
 ) -> None:
     """Every store keeps the highest seq pruned: a log starting at 2 (or 4) lost its start."""
-    run_id = _run(site, tmp_path, SNAPSHOTS, crash_after)
+    run_id = run_script(site, tmp_path, SNAPSHOTS, crash_after)
     await site.delete(tmp_path, run_id, seqs)
     await _check_reported(site, tmp_path, run_id, seqs[0], seqs[-1])
 
 
 async def test_a_pruned_run_is_whole_and_resumes(site: Site, tmp_path: Path) -> None:
     """Records pruned behind a snapshot are no loss: listed, shown and resumed as usual."""
-    run_id = _run(site, tmp_path, PRUNED, 14)
-    crashed_out = _printed(tmp_path)
-    assert (await _seqs(tmp_path, run_id))[0] > 1, "nothing was pruned"
+    run_id = run_script(site, tmp_path, PRUNED, 14)
+    crashed_out = printed(tmp_path)
+    assert (await log_seqs(tmp_path, run_id))[0] > 1, "nothing was pruned"
     listed = resumable(["runs", "--json"], tmp_path)
     (row,) = [r for r in json.loads(listed.stdout) if r["run_id"] == run_id]
     assert row["status"] == "crashed", row
     shown = resumable(["show", run_id], tmp_path)
     assert shown.code == 0, shown.stderr
     assert "warning" not in shown.stderr
-    _resumes_to_the_end(tmp_path, run_id, PRUNED, crashed_out)
+    resumes_to_the_end(tmp_path, run_id, PRUNED, crashed_out)
     listed = resumable(["runs", "--json"], tmp_path)
     (row,) = [r for r in json.loads(listed.stdout) if r["run_id"] == run_id]
     assert row["status"] == "completed", row
@@ -206,8 +177,8 @@ async def test_a_pruned_run_is_whole_and_resumes(site: Site, tmp_path: Path) -> 
 async def test_the_first_record_left_by_pruning_lost_is_reported(
     site: Site, tmp_path: Path, crash_after: int | None
 ) -> None:
-    run_id = _run(site, tmp_path, PRUNED, crash_after)
-    first = (await _seqs(tmp_path, run_id))[0]
+    run_id = run_script(site, tmp_path, PRUNED, crash_after)
+    first = (await log_seqs(tmp_path, run_id))[0]
     assert first > 1, "nothing was pruned"
     await site.delete(tmp_path, run_id, [first])
     await _check_reported(site, tmp_path, run_id, first)
@@ -216,14 +187,14 @@ async def test_the_first_record_left_by_pruning_lost_is_reported(
 async def test_a_random_record_lost_is_always_reported(site: Site, tmp_path: Path) -> None:
     """The sampled damage matrix: any record of a finished run deleted is said aloud."""
     template = tmp_path / "template"
-    run_id = _run(site, template, SNAPSHOTS, None)
-    last = max(await _seqs(template, run_id))
+    run_id = run_script(site, template, SNAPSHOTS, None)
+    last = max(await log_seqs(template, run_id))
     picks = random.Random(run_id).sample(range(2, last), TRIALS)
     for trial, seq in enumerate(picks):
         other = SITES[site.kind]()
         try:
             work = tmp_path / f"t{trial}"
-            trial_id = _run(other, work, SNAPSHOTS, None)
+            trial_id = run_script(other, work, SNAPSHOTS, None)
             await other.delete(work, trial_id, [seq])
             await _check_reported(other, work, trial_id, seq)
         finally:
@@ -233,17 +204,17 @@ async def test_a_random_record_lost_is_always_reported(site: Site, tmp_path: Pat
 async def test_deleted_snapshots_are_folded_again_from_the_start(
     site: Site, tmp_path: Path
 ) -> None:
-    run_id = _run(site, tmp_path, SNAPSHOTS, 14)
-    crashed_out = _printed(tmp_path)
+    run_id = run_script(site, tmp_path, SNAPSHOTS, 14)
+    crashed_out = printed(tmp_path)
     await site.delete_snaps(tmp_path, run_id)
-    _resumes_to_the_end(tmp_path, run_id, SNAPSHOTS, crashed_out)
+    resumes_to_the_end(tmp_path, run_id, SNAPSHOTS, crashed_out)
 
 
 async def test_deleted_snapshots_a_log_was_pruned_behind_are_refused(
     site: Site, tmp_path: Path
 ) -> None:
-    run_id = _run(site, tmp_path, PRUNED, 14)
-    ledger, seqs = _ledger(tmp_path), await _seqs(tmp_path, run_id)
+    run_id = run_script(site, tmp_path, PRUNED, 14)
+    ledger, seqs = booked(tmp_path), await log_seqs(tmp_path, run_id)
     assert seqs[0] > 1, "nothing was pruned"
     await site.delete_snaps(tmp_path, run_id)
     refused = resumable(["resume", run_id], tmp_path, env=PRUNED)
@@ -251,5 +222,5 @@ async def test_deleted_snapshots_a_log_was_pruned_behind_are_refused(
     assert f"run {run_id}: records 1-{seqs[0] - 1} are not in its log" in refused.stderr
     assert "no snapshot stands for them" in refused.stderr
     assert "Traceback" not in refused.stderr
-    assert _ledger(tmp_path) == ledger
-    assert await _seqs(tmp_path, run_id) == seqs
+    assert booked(tmp_path) == ledger
+    assert await log_seqs(tmp_path, run_id) == seqs

@@ -18,17 +18,20 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.crash.damage import FULL_STDOUT, LEDGER, Site, across_stores
-from tests.crash.harness import _env, resumable
-from tests.crash.test_damage_holes import (
+from tests.crash.damage import (
+    FULL_STDOUT,
+    LEDGER,
     PRUNED,
     SNAPSHOTS,
-    _ledger,
-    _printed,
-    _resumes_to_the_end,
-    _run,
-    _seqs,
+    Site,
+    across_stores,
+    booked,
+    log_seqs,
+    printed,
+    resumes_to_the_end,
+    run_script,
 )
+from tests.crash.harness import _env, resumable
 
 WRITES = ("create_run", "put_blob", "append", "put_snapshot", "put_meta")
 
@@ -107,8 +110,8 @@ async def test_a_fork_killed_after_any_write_is_unfinished_never_resumed_and_col
     site: Site, tmp_path: Path, pruned: bool
 ) -> None:
     env = PRUNED if pruned else SNAPSHOTS
-    parent = _run(site, tmp_path, env, 14)
-    seqs = await _seqs(tmp_path, parent)
+    parent = run_script(site, tmp_path, env, 14)
+    seqs = await log_seqs(tmp_path, parent)
     assert (seqs[0] > 1) == pruned
     at = seqs[-1]
     fork_args = [parent, "--at", str(at)]
@@ -140,7 +143,7 @@ async def test_a_fork_killed_after_any_write_is_unfinished_never_resumed_and_col
     assert seen[0] == "create_run"
     assert seen[-1] == "put_meta"
     assert ("put_snapshot" in seen) == pruned
-    assert await _seqs(tmp_path, parent) == seqs  # the parent is only read
+    assert await log_seqs(tmp_path, parent) == seqs  # the parent is only read
     unfinished = {r for r, (s, _) in listed.items() if s == "unfinished"}
     assert len(unfinished) == len(seen) - 1
     collected = resumable(["gc", "--json"], tmp_path, env=env)
@@ -149,8 +152,8 @@ async def test_a_fork_killed_after_any_write_is_unfinished_never_resumed_and_col
     assert parent in _statuses(tmp_path)
     # A fork whose writes all happened (killed after the last, or not at all) resumes the
     # parent's run to its end, booking nothing the parent booked.
-    crashed_out = _printed(tmp_path)
-    _resumes_to_the_end(tmp_path, fork, env, crashed_out)
+    crashed_out = printed(tmp_path)
+    resumes_to_the_end(tmp_path, fork, env, crashed_out)
 
 
 async def test_a_run_killed_before_its_first_record_never_started_and_is_collected(
@@ -159,8 +162,8 @@ async def test_a_run_killed_before_its_first_record_never_started_and_is_collect
     """A new run is created, owned, then its first record written: killed before that
     record, it is listed ``unfinished`` (it never started), ``resume`` says to start the
     program again, and ``gc`` deletes it; killed right after it, it resumes as usual."""
-    first = _run(site, tmp_path, SNAPSHOTS, None)  # a run that completes makes the store
-    booked = _ledger(tmp_path)
+    first = run_script(site, tmp_path, SNAPSHOTS, None)  # a run that completes makes the store
+    booked_first = booked(tmp_path)
     kill_after, never = 1, set()
     listed = _statuses(tmp_path)
     while True:
@@ -191,4 +194,4 @@ async def test_a_run_killed_before_its_first_record_never_started_and_is_collect
     resumed = resumable(["resume", run], tmp_path, env=SNAPSHOTS)
     assert resumed.code == 0, resumed.stderr
     assert resumed.stdout == FULL_STDOUT
-    assert _ledger(tmp_path) == booked + LEDGER
+    assert booked(tmp_path) == booked_first + LEDGER

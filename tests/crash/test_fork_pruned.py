@@ -12,17 +12,18 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.crash.damage import LEDGER, Site
-from tests.crash.harness import resumable
-from tests.crash.test_damage_holes import (
+from tests.crash.damage import (
+    LEDGER,
     PRUNED,
     SNAPSHOTS,
-    _ledger,
-    _printed,
-    _resumes_to_the_end,
-    _run,
-    _seqs,
+    Site,
+    booked,
+    log_seqs,
+    printed,
+    resumes_to_the_end,
+    run_script,
 )
+from tests.crash.harness import resumable
 
 from resumable.config import load_config
 from resumable.durability.runs.session import store_for
@@ -36,7 +37,7 @@ def _fork(work: Path, *args: str) -> str:
 
 async def _oldest_snapshot(work: Path, run_id: str) -> int:
     """The oldest snapshot the kept log follows on from (none kept below it is usable)."""
-    seqs = await _seqs(work, run_id)
+    seqs = await log_seqs(work, run_id)
     config = load_config(cwd=work, env={})
     oldest, at = None, seqs[-1]
     async with store_for(config.durability, config) as store:
@@ -55,25 +56,25 @@ def _listed(work: Path, run_id: str) -> dict[str, object]:
 async def test_a_pruned_crashed_run_forks_from_its_snapshot_and_the_fork_finishes_it(
     site: Site, tmp_path: Path
 ) -> None:
-    run_id = _run(site, tmp_path, PRUNED, 14)
-    crashed_out = _printed(tmp_path)
-    seqs = await _seqs(tmp_path, run_id)
+    run_id = run_script(site, tmp_path, PRUNED, 14)
+    crashed_out = printed(tmp_path)
+    seqs = await log_seqs(tmp_path, run_id)
     assert seqs[0] > 1, "nothing was pruned"
     fork = _fork(tmp_path, run_id, "--at", str(seqs[-1]))
     assert _listed(tmp_path, fork)["status"] == "crashed"
     # nothing the parent booked is booked again
-    _resumes_to_the_end(tmp_path, fork, PRUNED, crashed_out)
+    resumes_to_the_end(tmp_path, fork, PRUNED, crashed_out)
     assert _listed(tmp_path, fork)["status"] == "completed"
     shown = resumable(["show", fork], tmp_path)
     assert f"forked from {run_id} at record {seqs[-1]}" in shown.stdout
     assert "warning" not in shown.stderr
-    assert await _seqs(tmp_path, run_id) == seqs  # the parent is only read
+    assert await log_seqs(tmp_path, run_id) == seqs  # the parent is only read
 
 
 async def test_a_pruned_run_forks_with_set_and_edit_code_at_a_kept_boundary(
     site: Site, tmp_path: Path
 ) -> None:
-    run_id = _run(site, tmp_path, PRUNED, None)
+    run_id = run_script(site, tmp_path, PRUNED, None)
     # the oldest snapshot kept is the state after the for loop (the last statement is kept)
     loop_done = await _oldest_snapshot(tmp_path, run_id)
     fork = _fork(tmp_path, run_id, "--at", str(loop_done), "--set", "total=100")
@@ -85,14 +86,14 @@ async def test_a_pruned_run_forks_with_set_and_edit_code_at_a_kept_boundary(
     resumed = resumable(["resume", fork], tmp_path, env=PRUNED)
     assert resumed.code == 0, resumed.stderr
     assert resumed.stdout == "edited 30\n"
-    assert _ledger(tmp_path) == LEDGER  # neither fork booked anything again
+    assert booked(tmp_path) == LEDGER  # neither fork booked anything again
     listed = json.loads(resumable(["runs", "--json"], tmp_path).stdout)
     assert [(r["status"], r.get("problem")) for r in listed] == [("completed", None)] * 3
 
 
 async def test_a_fork_below_the_oldest_snapshot_names_the_range(site: Site, tmp_path: Path) -> None:
-    run_id = _run(site, tmp_path, PRUNED, 14)
-    seqs = await _seqs(tmp_path, run_id)
+    run_id = run_script(site, tmp_path, PRUNED, 14)
+    seqs = await log_seqs(tmp_path, run_id)
     oldest = await _oldest_snapshot(tmp_path, run_id)
     refused = resumable(["fork", run_id, "--at", "1"], tmp_path)
     assert refused.code == 2, refused.stderr
@@ -109,8 +110,8 @@ async def test_a_fork_below_the_oldest_snapshot_names_the_range(site: Site, tmp_
 async def test_a_hole_after_the_snapshot_is_refused_not_folded_over(
     site: Site, tmp_path: Path
 ) -> None:
-    run_id = _run(site, tmp_path, PRUNED, 14)
-    seqs = await _seqs(tmp_path, run_id)
+    run_id = run_script(site, tmp_path, PRUNED, 14)
+    seqs = await log_seqs(tmp_path, run_id)
     oldest = await _oldest_snapshot(tmp_path, run_id)
     after = [seq for seq in seqs if seq > oldest]
     assert len(after) >= 2, (oldest, seqs)
@@ -127,8 +128,8 @@ async def test_a_hole_in_a_whole_log_is_refused_not_renumbered_around(
 ) -> None:
     """A log that still starts at record 1 is copied from there: a record missing on the
     way was once skipped, and the fork's state silently lacked it."""
-    run_id = _run(site, tmp_path, SNAPSHOTS, 14)
-    seqs = await _seqs(tmp_path, run_id)
+    run_id = run_script(site, tmp_path, SNAPSHOTS, 14)
+    seqs = await log_seqs(tmp_path, run_id)
     assert seqs[0] == 1
     await site.delete(tmp_path, run_id, [10])
     refused = resumable(["fork", run_id, "--at", str(seqs[-1])], tmp_path)
@@ -147,8 +148,8 @@ async def test_a_hole_in_a_pruned_log_suggests_the_fork_before_it(
     """Every store prunes up to the oldest snapshot it keeps, so the records its log starts
     with have a snapshot at or before them: a hole among them is told with the fork to
     take from the record before it, and that fork works."""
-    run_id = _run(site, tmp_path, PRUNED, 14)
-    seqs = await _seqs(tmp_path, run_id)
+    run_id = run_script(site, tmp_path, PRUNED, 14)
+    seqs = await log_seqs(tmp_path, run_id)
     oldest = await _oldest_snapshot(tmp_path, run_id)
     if site.kind != "file":  # record by record; the folder store drops whole segments
         assert seqs[0] == oldest + 1
