@@ -51,6 +51,14 @@ async def sweep(kind: str, crash_after: int | None) -> tuple[int, list[int]]:
 
 
 def main(kinds: list[str]) -> int:
+    unknown = [kind for kind in kinds if kind not in SITES]
+    if unknown:
+        print(
+            f"damage_holes.py: error: no store {unknown[0]!r}; name some of {', '.join(SITES)}"
+            " (none: all)",
+            file=sys.stderr,
+        )
+        return 2
     failed = False
     for kind in kinds or list(SITES):
         for crash_after in (None, 14):
