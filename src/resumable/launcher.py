@@ -8,9 +8,8 @@ Two things need none of them, and a user feels both:
   store is a folder whose key is already there (or the key is in the environment), the seed is
   computed here from the key alone (``resumable.config.files`` finds it without loading the
   settings), and the command starts once more with it at once, before anything heavy is
-  imported. Otherwise (another store, a store not made yet, a
-  setting that fails) nothing is decided here: the command line finds the seed the long way,
-  and reports whatever is wrong.
+  imported. Otherwise (another store, a store not made yet, a setting that fails) nothing is
+  decided here: the command line finds the seed the long way, and reports whatever is wrong.
 """
 
 from __future__ import annotations

@@ -34,7 +34,9 @@ _DEFAULTS: dict[str, Any] = {
 """The four ``[durability]`` settings the seed depends on, with their defaults (a test checks
 they are ``DurabilitySettings``')."""
 _ENV_PREFIX = "RESUMABLE_DURABILITY_"
-_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+BOOL_WORDS = dict.fromkeys(("1", "true", "yes", "on"), True)
+BOOL_WORDS |= dict.fromkeys(("0", "false", "no", "off"), False)
+"""A variable's boolean, by its lowered, stripped text (``RESUMABLE_DURABILITY_ENABLED=off``)."""
 
 
 def config_error(shown: str, key: str | None, text: str) -> ConfigError:
@@ -84,9 +86,9 @@ def store_key(path: Path | None, cwd: Path, environ: Mapping[str, str]) -> bytes
             continue
         if key == "enabled":
             word = text.strip().lower()
-            if word not in _TRUE + _FALSE:
+            if word not in BOOL_WORDS:
                 return None
-            values[key] = word in _TRUE
+            values[key] = BOOL_WORDS[word]
         elif key == "path" and text and not Path(text).expanduser().is_absolute():
             values[key] = str(cwd / text)  # a shell's path means its cwd
         else:

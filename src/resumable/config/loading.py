@@ -19,11 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
-from resumable.config.files import CONFIG_FILE, config_error, locate
+from resumable.config.files import BOOL_WORDS, CONFIG_FILE, config_error, locate
 from resumable.config.settings import _SECTIONS, Config, DurabilitySettings
 
-_BOOL_WORDS = {"1": True, "true": True, "yes": True, "on": True}
-_BOOL_WORDS |= {"0": False, "false": False, "no": False, "off": False}
 _HOOK = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 _URL_SCHEMES = {
     "postgres": ("postgresql://", "postgres://"),
@@ -246,7 +244,7 @@ def _from_text(text: str, hint: Any) -> Any:
     """An environment variable's text as the field's type."""
     try:
         if hint is bool:
-            return _BOOL_WORDS[text.strip().lower()]
+            return BOOL_WORDS[text.strip().lower()]
         if hint is int:
             return int(text.strip())
         if hint is float:

@@ -185,9 +185,9 @@ def body_lines() -> re.Pattern[str]:
     across lines, brackets more than three deep) is left to the splitter's line-by-line scan.
 
     Compiled when a program's first block arrives, not when the splitter is imported: the
-    pattern spells out every nesting of three kinds of bracket three deep (4,000 characters)
-    and compiling it costs about as much as starting an interpreter, which a program
-    without a compound statement never needs."""
+    pattern spells out every nesting of three kinds of bracket three deep (4,000 characters),
+    and compiling it costs more than a bare interpreter's start, which a program without a
+    compound statement never needs."""
     return re.compile(rf"(?:[ \t]++(?=[^\s#])(?:{_nested(3)})*+(?:#[^\n]*+)?\n)*+")
 
 

@@ -72,13 +72,13 @@ class PickleOwner(Protocol):
     def read_blob(self, digest: str, load_blob: Callable[[str], bytes]) -> Any: ...
 
 
-# -- helpers named in pickles ----------------------------------------------------------------
 def _set_order() -> types.ModuleType:
-    """Loaded at the first set pickled or unpickled: it reads hash tables with ``ctypes``, a
-    sixth of an interpreter's start that a run without sets need not pay."""
+    """Loaded at the first set pickled or unpickled: it reads hash tables with ``ctypes``,
+    which a run without sets need not load at its start."""
     return importlib.import_module("resumable.durability.capture.set_order")
 
 
+# -- helpers named in pickles ----------------------------------------------------------------
 def _make_function(code: types.CodeType, globals_: dict[str, Any], closure: Any) -> Any:
     return types.FunctionType(code, globals_, None, None, closure)
 
