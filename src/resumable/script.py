@@ -20,15 +20,10 @@ from resumable.durability.effects.written_files import WrittenFiles
 from resumable.durability.log.run_state import FrameState, RunState
 from resumable.durability.replay.interleaving import replay_order
 from resumable.durability.replay.journal import FrameRecorder
+from resumable.durability.runs.kinds import register_driver
 from resumable.durability.runs.progress import RunProgress
 from resumable.durability.runs.recovery import line_at
-from resumable.durability.runs.session import (
-    RunOutcome,
-    RunSession,
-    new_run_id,
-    register_driver,
-    store_for,
-)
+from resumable.durability.runs.session import RunOutcome, RunSession, new_run_id, store_for
 from resumable.errors import CodeError, ProgramError
 from resumable.exec.depth import room_to_parse, room_to_walk
 from resumable.exec.executor import StreamingPythonExecutor, too_deep_line

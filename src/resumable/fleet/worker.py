@@ -43,13 +43,9 @@ from resumable.durability.log import hashseed
 from resumable.durability.log.stopping import StopRequested
 from resumable.durability.log.store_faults import StoreFailed
 from resumable.durability.runs import control, interrupts
+from resumable.durability.runs.kinds import resume_session
 from resumable.durability.runs.owners import owner_name
-from resumable.durability.runs.session import (
-    RunOutcome,
-    RunSession,
-    resume_session,
-    store_for,
-)
+from resumable.durability.runs.session import RunOutcome, RunSession, store_for
 from resumable.errors import FencedError, ResumableError, StoreError, UsageError
 from resumable.fleet.handoff import ChildRun
 from resumable.fleet.migrate import MIGRATING

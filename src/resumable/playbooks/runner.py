@@ -14,14 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from resumable.config import Config
+from resumable.durability.runs.kinds import register_driver
 from resumable.durability.runs.progress import RunProgress
-from resumable.durability.runs.session import (
-    RunOutcome,
-    RunSession,
-    new_run_id,
-    register_driver,
-    store_for,
-)
+from resumable.durability.runs.session import RunOutcome, RunSession, new_run_id, store_for
 from resumable.errors import ProgramError
 from resumable.llm.base import LLMProvider
 from resumable.playbooks.loading import parse_program

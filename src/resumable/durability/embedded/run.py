@@ -33,14 +33,9 @@ from resumable.durability.embedded.loop import LoopThread
 from resumable.durability.log import hashseed
 from resumable.durability.log.run_state import FrameState, RunState
 from resumable.durability.runs.coordinator import RecoveryCoordinator
+from resumable.durability.runs.kinds import register_driver
 from resumable.durability.runs.owners import dead_here, owner_name
-from resumable.durability.runs.session import (
-    RunOutcome,
-    RunSession,
-    codec_for,
-    register_driver,
-    store_for,
-)
+from resumable.durability.runs.session import RunOutcome, RunSession, codec_for, store_for
 from resumable.errors import RunBusyError, RunNotFoundError, UsageError
 from resumable.store.base import CheckpointStore, RunMeta
 from resumable.store.common import check_run_id

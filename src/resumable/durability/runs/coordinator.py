@@ -10,9 +10,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from resumable.config import Config
+from resumable.durability.runs.kinds import resume_session as drive
 from resumable.durability.runs.recovery import RunLoader
 from resumable.durability.runs.session import RunOutcome, RunSession
-from resumable.durability.runs.session import resume_session as drive
 
 
 class RecoveryCoordinator(RunLoader):

@@ -11,7 +11,7 @@ import contextlib
 import secrets
 import time
 import warnings
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -364,37 +364,3 @@ class RunOutcome:
     exit_code: int
     message: str = ""
     result: Any = None
-
-
-Driver = Callable[..., Awaitable[RunOutcome]]
-"""Drives an attached run of one kind to its end: ``driver(session, config, env=..., **options)``."""
-
-_DRIVERS: dict[str, Driver] = {}
-
-
-def register_driver(kind: str, driver: Driver) -> None:
-    """Make ``resume`` continue runs of ``kind``; each driver registers itself on import, so
-    this layer never imports the layers above it."""
-    _DRIVERS[kind] = driver
-
-
-async def resume_session(
-    session: RunSession, config: Config, *, env: Mapping[str, str], **options: Any
-) -> RunOutcome:
-    """Drive an attached run with its kind's driver; a replay that leaves the recorded path
-    fails the run (going on would act on a history the log never saw)."""
-    from resumable.durability.replay.divergence import ReplayDiverged
-
-    kind = session.state.kind
-    driver = _DRIVERS.get(kind)
-    if driver is None:
-        raise UsageError(
-            f"run {session.run_id} is a {kind!r} run and nothing that can continue it is loaded; "
-            "import the package that started it (or resumable.drivers) before resuming",
-            run_id=session.run_id,
-        )
-    try:
-        return await driver(session, config, env=env, **options)
-    except ReplayDiverged as diverged:
-        await session.set_status("failed", {"error": diverged.error.message})
-        raise diverged.error from None
