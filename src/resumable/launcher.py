@@ -10,6 +10,10 @@ Two things need none of them, and a user feels both:
   settings), and the command starts once more with it at once, before anything heavy is
   imported. Otherwise (another store, a store not made yet, a setting that fails) nothing is
   decided here: the command line finds the seed the long way, and reports whatever is wrong.
+- a resumed run must hash as it did, with the seed its metadata recorded. That is the store's
+  seed for every run ``exec`` and ``run`` started, so ``resume`` starts once more with the
+  store's seed too, before it has read the run; a run recorded with another seed (its
+  ``PYTHONHASHSEED`` pinned by hand) is started once more with that one when it is read.
 """
 
 from __future__ import annotations
@@ -21,8 +25,8 @@ from collections.abc import Mapping
 _SEED_ENV = "PYTHONHASHSEED"
 _SEED_LABEL = b"resumable hash seed"
 """As ``hashseed.store_seed`` authenticates it: the two must agree (tests check they do)."""
-_NEW_RUN = ("exec", "run")
-"""The commands that start a run with the store's seed."""
+_SEEDED = ("exec", "run", "resume")
+"""The commands that run a program, with the store's seed (see above for ``resume``)."""
 
 
 def main() -> None:
@@ -30,17 +34,17 @@ def main() -> None:
     args = sys.argv[1:]
     if args == ["--version"] and print_version():
         return
-    if args[:1] and args[0] in _NEW_RUN and _SEED_ENV not in os.environ:
+    if args[:1] and args[0] in _SEEDED and _SEED_ENV not in os.environ:
         seed = early_seed(args[1:], os.environ)
         if seed is not None:
             sys.stdout.flush()
             argv = [sys.executable, "-m", "resumable", *args]
             os.execve(sys.executable, argv, {**os.environ, _SEED_ENV: str(seed)})
-    from resumable.cli.direct import exec_directly, plain_exec
+    from resumable.cli.direct import plain_arguments, run_directly
 
-    arguments = plain_exec(args)
-    if arguments is not None:
-        exec_directly(arguments)
+    plain = plain_arguments(args)
+    if plain is not None:
+        run_directly(*plain)
         return
     from resumable.cli.commands import main as command_line
 
@@ -83,8 +87,8 @@ def _print_metadata(path: str) -> bool:
 
 
 def early_seed(args: list[str], env: Mapping[str, str]) -> int | None:
-    """The store's seed for a new run with these arguments, or None when only the command line
-    can tell (or durability is off: then no seed is pinned)."""
+    """The store's seed for the run these arguments start or resume, or None when only the
+    command line can tell (or durability is off: then no seed is pinned)."""
     plain, config_path = _config_option(args)
     if not plain:
         return None
@@ -102,8 +106,9 @@ def early_seed(args: list[str], env: Mapping[str, str]) -> int | None:
 
 
 _VALUED = ("--run-id", "--events", "--config")
-_FLAGS = ("--quiet", "-q", "--json", "--no-input")
-"""The options of ``exec`` and ``run``: arguments with anything else are left to typer."""
+_FLAGS = ("--quiet", "-q", "--json", "--no-input", "--latest", "--accept-loss", "--force")
+"""The options of ``exec``, ``run`` and ``resume``: arguments with anything else are left to
+typer."""
 
 
 def _config_option(args: list[str]) -> tuple[bool, str | None]:

@@ -1,57 +1,111 @@
-"""``exec`` with plain arguments, run without the command line: neither typer nor rich nor
-the other commands are loaded (about a fifth of ``exec``'s start)."""
+"""``exec`` and ``resume`` with plain arguments, run without the command line: neither typer
+nor rich nor the other commands are loaded (about a fifth of ``exec``'s start, and half of
+``resume``'s).
+
+Plain arguments are those typer would parse the same way: the command's options as it spells
+them and its positional arguments; anything else (``--help``, ``--``, an option of another
+command, a value that looks like an option) is left to typer, which also says what is wrong.
+"""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import NoReturn
+from typing import NamedTuple, NoReturn
 
-from resumable.cli.launching import exec_program
 from resumable.cli.runtime import guarded
 
-_VALUED_OPTIONS = {"--run-id": "run_id", "--events": "events", "--config": "config_path"}
+
+class _Command(NamedTuple):
+    valued: dict[str, str]
+    """Options that take a value, and the keyword each gives the command."""
+    flags: dict[str, str]
+    defaults: dict[str, object]
+    positional: str
+    """The keyword of the command's one positional argument."""
+    required: bool
+    """Whether the positional argument must be given (else at most one)."""
 
 
-def plain_exec(args: list[str]) -> dict[str, object] | None:
-    """``exec``'s arguments as its command function takes them, when they are plain: one
-    script and the options typer would parse the same way (None: leave them to typer, which
-    also says what is wrong with them)."""
-    if args[:1] != ["exec"]:
+_COMMON_VALUED = {"--events": "events", "--config": "config_path"}
+_QUIET = {"--quiet": "quiet", "-q": "quiet"}
+_COMMANDS = {
+    "exec": _Command(
+        valued={"--run-id": "run_id", **_COMMON_VALUED},
+        flags={**_QUIET, "--json": "json_out"},
+        defaults={"quiet": False, "events": None, "json_out": False},
+        positional="script",
+        required=True,
+    ),
+    "resume": _Command(
+        valued=_COMMON_VALUED,
+        flags={
+            **_QUIET,
+            "--latest": "latest",
+            "--no-input": "no_input",
+            "--accept-loss": "accept_loss",
+            "--force": "force",
+        },
+        defaults={"run_id": None},
+        positional="run_id",
+        required=False,
+    ),
+}
+
+
+def plain_arguments(args: list[str]) -> tuple[str, dict[str, object]] | None:
+    """The command and its arguments as its function takes them, when they are plain (None:
+    leave them to typer)."""
+    command = _COMMANDS.get(args[0]) if args else None
+    if command is None:
         return None
-    options: dict[str, object] = {"quiet": False, "events": None, "json_out": False}
-    scripts: list[str] = []
+    options: dict[str, object] = dict(command.defaults)
+    positional: list[str] = []
     rest = iter(args[1:])
     for arg in rest:
         name, eq, given = arg.partition("=")
-        if name in _VALUED_OPTIONS:
+        if name in command.valued:
             given = given if eq else next(rest, "")
             if not given or given.startswith("-"):
                 return None
-            key = _VALUED_OPTIONS[name]
+            key = command.valued[name]
             options[key] = Path(given) if key == "config_path" else given
-        elif arg in ("--quiet", "-q"):
-            options["quiet"] = True
-        elif arg == "--json":
-            options["json_out"] = True
+        elif arg in command.flags:
+            options[command.flags[arg]] = True
         elif arg.startswith("-"):
-            return None  # --no-input is run's, --help and the rest are typer's
+            return None  # --help, --, another command's option: typer's
         else:
-            scripts.append(arg)
-    if len(scripts) != 1:
+            positional.append(arg)
+    if len(positional) > 1 or (command.required and not positional):
         return None
-    return {"script": Path(scripts[0]), **options}
+    if positional:
+        value = positional[0]
+        options[command.positional] = Path(value) if command.positional == "script" else value
+    return args[0], options
 
 
-def exec_directly(arguments: dict[str, object]) -> None:
-    """Run ``exec`` with ``arguments`` (from :func:`plain_exec`) as the command line would."""
-    guarded(lambda: _call(arguments))
+def plain_exec(args: list[str]) -> dict[str, object] | None:
+    """``exec``'s arguments as :func:`plain_arguments` finds them, or None."""
+    found = plain_arguments(args)
+    return found[1] if found is not None and found[0] == "exec" else None
 
 
-def _call(arguments: dict[str, object]) -> NoReturn:
+def run_directly(command: str, arguments: dict[str, object]) -> None:
+    """Run ``command`` with ``arguments`` (from :func:`plain_arguments`) as the command line
+    would."""
+    function: Callable[..., object]
+    if command == "exec":
+        from resumable.cli.launching import exec_program as function
+    else:
+        from resumable.cli.resuming import resume_run as function
+    guarded(lambda: _call(function, arguments))
+
+
+def _call(function: Callable[..., object], arguments: dict[str, object]) -> NoReturn:
     """The command, and its exits as typer's standalone mode makes them."""
     try:
-        exec_program(**arguments)  # type: ignore[arg-type]
+        function(**arguments)
     except (KeyboardInterrupt, EOFError):
         sys.stderr.write("\nAborted!\n")  # as click says it
         sys.exit(1)
