@@ -158,9 +158,7 @@ def test_a_plain_resume_loads_neither_the_command_line_nor_another_kinds_driver(
 
 
 @pytest.mark.parametrize("pinned", [None, "7"], ids=["the stores seed", "a seed pinned by hand"])
-def test_a_resumed_run_hashes_as_it_did_when_it_started(
-    tmp_path: Path, pinned: str | None
-) -> None:
+def test_a_resumed_run_hashes_as_it_did_when_it_started(tmp_path: Path, pinned: str | None) -> None:
     """The resume runs the last statement again, building its set of strings anew: it prints
     the set in the uninterrupted run's order only with the seed the run started with, whether
     that is the store's (which the launcher starts ``resume`` with) or one pinned by hand."""
