@@ -3,11 +3,12 @@
     python scripts/bench.py startup              # a table (about half a minute)
     python scripts/bench.py startup --repeat 3   # a smoke test, not figures
 
-Four commands, each in a new process, taking turns in every round so that a load change on a
-shared machine affects them alike: ``python -c pass``, ``resumable --version``, ``python hi.py``
-and ``resumable exec hi.py`` (``hi.py`` is ``print("hi")``; the store already has its key, as
-it has after a first run; bytecode is cached, as ``pip install`` leaves it, in a folder of
-the benchmark's own). ``resumable`` is the console script next to this Python if there is
+Five commands, each in a new process, taking turns in every round so that a load change on a
+shared machine affects them alike: ``python -c pass``, ``resumable --version``, ``python hi.py``,
+``resumable exec hi.py`` and ``resumable resume RUN_ID`` of a run of ``hi.py`` killed before
+its statement ran (a new one each round, made before the rounds) (``hi.py`` is
+``print("hi")``; the store already has its key, as it has after a first run; bytecode is
+cached, as ``pip install`` leaves it, in a folder of the benchmark's own). ``resumable`` is the console script next to this Python if there is
 one, else ``python -m resumable``. The ratios compare medians of the same run. Below the table,
 ``python -X importtime`` says what each command imports: the total, and the largest packages.
 
@@ -76,6 +77,20 @@ def imports(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, str
             own[".".join(parts[:2]) if parts[0] == "resumable" else parts[0]] += int(found[1])
     largest = ", ".join(f"{name} {us / 1000:.0f}" for name, us in own.most_common(5))
     return sum(own.values()) / 1000, largest
+
+
+def killed_run(resumable: list[str], cwd: Path, env: dict[str, str], run_id: str) -> str:
+    """``run_id``, a new run of ``hi.py`` killed after its first record, before it printed."""
+    done = subprocess.run(
+        [*resumable, "exec", "hi.py", "-q", "--run-id", run_id],
+        cwd=cwd,
+        env={**env, "RESUMABLE_CRASH_AFTER": "1"},
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != -9 or done.stdout:
+        raise SystemExit(f"a run of hi.py killed at its first record did not stop there:\n{done}")
+    return run_id
 
 
 _FIRST_PROCESS = """\
@@ -151,12 +166,15 @@ def bench_startup(args: argparse.Namespace) -> Report:
         ).stdout.split("\n")[0]
         run([*resumable, "exec", "hi.py", "-q"], "hi")  # makes the store and its key
         run([sys.executable, "hi.py"], "hi")  # and the bytecode of both
+        crashed = [killed_run(resumable, cwd, env, f"killed-{i}") for i in range(args.repeat + 1)]
+        run([*resumable, "resume", crashed.pop(), "-q"], "hi")  # its bytecode
         median = median_seconds(
             {
                 "pass": lambda: run([sys.executable, "-c", "pass"], ""),
                 "version": lambda: run([*resumable, "--version"], version),
                 "hi": lambda: run([sys.executable, "hi.py"], "hi"),
                 "exec": lambda: run([*resumable, "exec", "hi.py", "-q"], "hi"),
+                "resume": lambda: run([*resumable, "resume", crashed.pop(), "-q"], "hi"),
             },
             args.repeat,
         )
@@ -167,12 +185,14 @@ def bench_startup(args: argparse.Namespace) -> Report:
     load_after = os.getloadavg()[0]
     shown = " ".join(Path(part).name if part == sys.executable else part for part in resumable)
     exec_ratio = median["exec"] / median["hi"]
+    resume_ratio = median["resume"] / median["hi"]
     version_ratio = median["version"] / median["pass"]
     rows = [
         ("python -c pass", median["pass"] * 1000, 1.0),
         (f"{shown} --version", median["version"] * 1000, version_ratio),
         ("python hi.py", median["hi"] * 1000, 1.0),
         (f"{shown} exec hi.py", median["exec"] * 1000, exec_ratio),
+        (f"{shown} resume (hi.py killed)", median["resume"] * 1000, resume_ratio),
     ]
     return Report(
         title=f"Start-up, {args.repeat} alternating rounds (Python {sys.version.split()[0]}, "
@@ -182,6 +202,7 @@ def bench_startup(args: argparse.Namespace) -> Report:
         summary={
             "repeat": args.repeat,
             "exec_ratio": round(exec_ratio, 2),
+            "resume_ratio": round(resume_ratio, 2),
             "version_ratio": round(version_ratio, 2),
             "load_average": [round(load_before, 2), round(load_after, 2)],
             "imports_ms python hi.py": f"{plain_imports[0]:.0f} ({plain_imports[1]})",
