@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -184,3 +185,49 @@ def test_a_plain_exec_runs_without_the_command_lines_libraries(
         timeout=120,
     )
     assert done.stdout.splitlines() == ["hi", "[]"], done.stderr
+
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+@pytest.mark.parametrize(
+    ("example", "options", "code"),
+    [
+        ("nested", ["-q"], 0),
+        ("nested", ["--json", "--run-id", "n1"], 0),
+        ("approval", ["--no-input", "--events", "json"], 3),  # waits for an answer
+        ("approval", ["--run-id", "bad id"], 2),
+    ],
+)
+def test_plain_run_arguments_behave_as_the_full_command_line(
+    tmp_path: Path, example: str, options: list[str], code: int
+) -> None:
+    """``run`` of a playbook takes the direct path too; through typer (``--`` before the
+    program) it prints and exits the same."""
+    from resumable.cli.direct import plain_arguments
+
+    for name in ("direct", "typer"):
+        shutil.copytree(EXAMPLES / example, tmp_path / name)
+    program = f"{example}.pb"
+    assert plain_arguments(["run", program, *options]) is not None
+    assert plain_arguments(["run", *options, "--", program]) is None
+
+    def shown(text: str) -> str:  # run ids and timings differ between two runs
+        text = re.sub(r"\d{8}-\d{6}-[0-9a-f]{6}", "RUN", text)
+        return re.sub(r"\d+\.\d+", "T", text)
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}
+    done = [
+        subprocess.run(
+            [sys.executable, "-m", "resumable", "run", *args],
+            cwd=tmp_path / name,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+        for name, args in (("direct", [program, *options]), ("typer", [*options, "--", program]))
+    ]
+    assert done[0].returncode == done[1].returncode == code, done[0].stderr
+    assert shown(done[0].stdout) == shown(done[1].stdout)
+    assert shown(done[0].stderr) == shown(done[1].stderr)

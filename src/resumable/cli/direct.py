@@ -1,6 +1,6 @@
-"""``exec`` and ``resume`` with plain arguments, run without the command line: neither typer
-nor rich nor the other commands are loaded (about a fifth of ``exec``'s start, and half of
-``resume``'s).
+"""``exec``, ``run`` and ``resume`` with plain arguments, run without the command line: neither
+typer nor rich nor the other commands are loaded (about a fifth of ``exec``'s start, and half
+of ``resume``'s).
 
 Plain arguments are those typer would parse the same way: the command's options as it spells
 them and its positional arguments; anything else (``--help``, ``--``, an option of another
@@ -36,6 +36,13 @@ _COMMANDS = {
         flags={**_QUIET, "--json": "json_out"},
         defaults={"quiet": False, "events": None, "json_out": False},
         positional="script",
+        required=True,
+    ),
+    "run": _Command(
+        valued={"--run-id": "run_id", **_COMMON_VALUED},
+        flags={**_QUIET, "--json": "json_out", "--no-input": "no_input"},
+        defaults={},
+        positional="program",
         required=True,
     ),
     "resume": _Command(
@@ -81,7 +88,7 @@ def plain_arguments(args: list[str]) -> tuple[str, dict[str, object]] | None:
         return None
     if positional:
         value = positional[0]
-        options[command.positional] = Path(value) if command.positional == "script" else value
+        options[command.positional] = value if command.positional == "run_id" else Path(value)
     return args[0], options
 
 
@@ -97,6 +104,8 @@ def run_directly(command: str, arguments: dict[str, object]) -> None:
     function: Callable[..., object]
     if command == "exec":
         from resumable.cli.launching import exec_program as function
+    elif command == "run":
+        from resumable.cli.launching import run_playbook as function
     else:
         from resumable.cli.resuming import resume_run as function
     guarded(lambda: _call(function, arguments))

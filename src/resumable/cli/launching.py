@@ -1,4 +1,4 @@
-"""The start of a new run and its end, as ``run`` and ``exec`` share them.
+"""``run`` and ``exec``: the start of a new run and its end, as the two share them.
 
 Like :mod:`resumable.cli.runtime`, this loads neither typer nor rich (the status line loads
 rich when it is drawn on a terminal): a plain ``exec`` starts with these two modules.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Coroutine, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -50,6 +51,22 @@ def exec_program(
     from resumable.script import exec_script
 
     start(script, ".py", exec_script, run_id, config_path, quiet, events, json_out)
+
+
+def run_playbook(
+    program: Path,
+    run_id: str | None = None,
+    no_input: bool = False,
+    quiet: bool = False,
+    events: str | None = None,
+    json_out: bool = False,
+    config_path: Path | None = None,
+) -> None:
+    """``resumable run``: run a playbook program durably (the command's options, by name)."""
+    from resumable.playbooks.runner import run_program
+
+    launch = partial(run_program, no_input=no_input)  # and the keywords `exec` gives its driver
+    start(program, ".pb", launch, run_id, config_path, quiet, events, json_out)
 
 
 def start(

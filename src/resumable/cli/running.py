@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from functools import partial
 from pathlib import Path
 from typing import Annotated
 
@@ -17,7 +16,7 @@ from resumable.cli.app import (
     app,
     err,
 )
-from resumable.cli.launching import exec_program, start
+from resumable.cli.launching import exec_program, run_playbook
 from resumable.cli.resuming import resume_run
 from resumable.cli.runtime import _config, _run
 
@@ -38,10 +37,7 @@ def run_command(
 
     Example: resumable run examples/scenario/main.pb --no-input --json
     """
-    from resumable.playbooks.runner import run_program
-
-    launch = partial(run_program, no_input=no_input)  # and the keywords `exec` gives its driver
-    start(program, ".pb", launch, run_id, config_path, quiet, events, json_out)
+    run_playbook(program, run_id, no_input, quiet, events, json_out, config_path)
 
 
 @app.command("exec")
