@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.crash.harness import EXAMPLES, Result, resumable, start, wait_for_file
+from tests.crash.harness import EXAMPLES, SETS, Result, resumable, start, wait_for_file
 
 from resumable.durability.log.records import Record, RecordCodec
 from resumable.store.filesystem import scan_frames
@@ -319,20 +319,6 @@ def test_fork_at_a_record_then_resume_prints_the_rest_of_the_program(
     assert statuses == dict.fromkeys(statuses, "completed")
     assert len(statuses) == 3
     assert _tree_digest(work / ".resumable" / "runs" / "r") == original
-
-
-SETS = """\
-import asyncio
-
-
-async def main():
-    words = {f"word{i}" for i in range(40)}
-    await asyncio.sleep(0)
-    print(list(words))
-
-
-await main()
-"""
 
 
 def test_a_fork_iterates_sets_as_its_parent_did(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.crash.harness import EXAMPLES
 from typer.testing import CliRunner
 
 from resumable.cli.commands import app
@@ -185,9 +186,6 @@ def test_a_plain_exec_runs_without_the_command_lines_libraries(
         timeout=120,
     )
     assert done.stdout.splitlines() == ["hi", "[]"], done.stderr
-
-
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
 @pytest.mark.parametrize(

@@ -13,21 +13,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.crash.harness import SETS
 
 from resumable.cli.direct import plain_arguments
 
-SETS = """\
-import asyncio
-
-
-async def main():
-    words = {f"word{i}" for i in range(40)}
-    await asyncio.sleep(0)
-    print(list(words))
-
-
-await main()
-"""
 AT_THE_AWAIT = "4"
 """RESUMABLE_CRASH_AFTER for a kill inside the last statement, after its await's record."""
 

@@ -16,6 +16,20 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
+SETS = """\
+import asyncio
+
+
+async def main():
+    words = {f"word{i}" for i in range(40)}
+    await asyncio.sleep(0)
+    print(list(words))
+
+
+await main()
+"""
+"""A program whose output depends on the hash seed: a set of strings, built in a statement
+that awaits, printed after the await (a resume runs the statement again)."""
 
 
 @dataclass(frozen=True)
