@@ -90,6 +90,9 @@ BENCHMARKS: dict[str, Benchmark] = {
     "instructions": Benchmark(
         "instructions", "CPU instructions per journaled await (valgrind), against a --base tree"
     ),
+    "capture": Benchmark(
+        "capture", "instructions of one namespace capture for program shapes, against a --base"
+    ),
     "growth": Benchmark(
         "growth", "bytes a long run stores, and what a statement beside a large value writes"
     ),

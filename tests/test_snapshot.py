@@ -237,6 +237,65 @@ def test_defaults_kwdefaults_and_annotations_refer_to_restored_objects() -> None
     assert move.__annotations__["return"] is into["Point"]
 
 
+def test_every_field_of_a_function_comes_back_even_those_referring_to_it() -> None:
+    """Functions and their code are pickled in few objects now (a code object as its marshal
+    bytes, the fields as flat tuples): each field still comes back, and those that refer to
+    the function itself are set once it exists."""
+    ns = program(
+        """
+        def outer():
+            seen = []
+            def helper(x, y=3, *, z=None):
+                \'\'\'Adds.\'\'\'
+                seen.append(x)
+                return [x + y + k for k in range(2)], seen
+            return helper
+        helper = outer()
+        helper.__qualname__ = "renamed.helper"
+        helper.__module__ = "elsewhere"
+        helper.tag = {"kind": "tool"}
+        def itself(f=None):
+            return f
+        itself.__defaults__ = (itself,)
+        itself.__doc__ = itself
+        itself.me = itself
+        """
+    )
+    into = resume(ns)
+    helper, itself = into["helper"], into["itself"]
+    assert helper(1) == ([4, 5], [1])
+    assert helper.__code__ == ns["helper"].__code__
+    assert helper.__code__.co_filename == "<program>"
+    assert (helper.__name__, helper.__qualname__, helper.__module__) == (
+        "helper",
+        "renamed.helper",
+        "elsewhere",
+    )
+    assert helper.__doc__ == "Adds."
+    assert helper.__defaults__ == (3,)
+    assert helper.__kwdefaults__ == {"z": None}
+    assert helper.tag == {"kind": "tool"}
+    assert itself() is itself
+    assert itself.__doc__ is itself
+    assert itself.me is itself
+
+
+def test_a_code_object_marshal_refuses_is_pickled_field_by_field() -> None:
+    ns = program(
+        """
+        class Marker:
+            pass
+        def answer():
+            return 42
+        answer.__code__ = answer.__code__.replace(co_consts=(*answer.__code__.co_consts, Marker()))
+        """
+    )
+    into = resume(ns)
+    assert into["answer"]() == 42
+    assert type(into["answer"].__code__.co_consts[-1]) is into["Marker"]
+    assert into["answer"].__code__.co_filename == "<program>"
+
+
 async def test_async_functions_and_async_generators_use_the_restored_globals() -> None:
     ns = program(
         """
@@ -785,6 +844,57 @@ def test_module_level_register_reducer_applies_to_default_snapshotters() -> None
     into: dict[str, Any] = {}
     Snapshotter().restore(capture.data, load_blob=no_blobs, into=into)
     assert into["t"] == "abc"
+
+
+def test_a_reducer_registered_after_a_capture_is_used_by_the_next() -> None:
+    """The pickler remembers, within one capture, which types no reducer takes; a reducer
+    registered later (with us or with copyreg) is seen by the next capture."""
+    import copyreg
+
+    class Url:
+        def __init__(self, url: str) -> None:
+            self.url = url
+
+    registry = ReducerRegistry()
+    snapshotter = Snapshotter(reducers=registry)
+    ns = {"db": [Url("pg://a"), Url("pg://b")]}
+    assert snapshotter.capture(ns).lost == {}  # plain: pickled as pickle does
+    registry.register_reducer(Url, lambda u: (str, (u.url,)))
+    into: dict[str, Any] = {}
+    Snapshotter(reducers=registry).restore(
+        snapshotter.capture(ns).data, load_blob=no_blobs, into=into
+    )
+    assert into["db"] == ["pg://a", "pg://b"]
+
+    class Guarded:
+        def __reduce_ex__(self, protocol: Any) -> Any:
+            raise TypeError("not picklable by itself")
+
+    with pytest.warns(CheckpointWarning):
+        assert "g" in snapshotter.capture({"g": Guarded()}).lost
+    copyreg.pickle(Guarded, lambda g: (list, ((0, 1, 2),)))
+    try:
+        capture = snapshotter.capture({"g": Guarded()})
+    finally:
+        del copyreg.dispatch_table[Guarded]
+    assert capture.lost == {}
+
+
+def test_an_object_whose_class_is_not_its_type_is_judged_by_itself() -> None:
+    """One instance of a type judged plain does not make the next one plain: an object may
+    say another ``__class__`` (a mock with a spec), and pass ``isinstance`` for a thread."""
+
+    class Shape:
+        def __init__(self, thread: bool) -> None:
+            self.thread = thread
+
+        @property  # type: ignore[misc]
+        def __class__(self) -> type:
+            return threading.Thread if self.thread else Shape
+
+    with pytest.warns(CheckpointWarning, match="thread"):
+        capture = Snapshotter().capture({"both": [Shape(False), Shape(True)]})
+    assert "both" in capture.lost
 
 
 @pytest.mark.parametrize("cls", [int, dict, list, str])

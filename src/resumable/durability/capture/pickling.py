@@ -21,13 +21,14 @@ import pickle
 import sys
 import types
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, NoReturn, Protocol
 
 import cloudpickle
 from cloudpickle import cloudpickle as _cp
 
 from resumable.durability.capture.caches import LRU_CACHE as _LRU_CACHE
 from resumable.durability.capture.caches import make_lru_cache, reduce_cache
+from resumable.durability.capture.functions import code_reduce, program_function_reduce
 from resumable.durability.capture.live_frames import FRAME_REDUCERS
 from resumable.durability.capture.lost import LostVariable
 from resumable.durability.capture.moved import current_module
@@ -54,8 +55,7 @@ _PLAIN_ATOMS: Final = frozenset({type(None), bool, int, float, complex})
 _SKELETONS: Final = (_cp._make_skeleton_class, _cp._make_skeleton_enum)
 _make_lru_cache: Final = make_lru_cache  # named in checkpoints from before caches kept entries
 _BUILT_IN_REDUCERS: Final = {**RESOURCE_REDUCERS, **FRAME_REDUCERS}
-_CODE_FILENAME: Final = 10
-"""Where ``co_filename`` stands among ``types.CodeType``'s arguments (3.11 to 3.13)."""
+_CLOUDPICKLE_TABLE: Final = _cp.Pickler._dispatch_table
 
 
 class PickleOwner(Protocol):
@@ -79,6 +79,7 @@ def _set_order() -> types.ModuleType:
 
 
 # -- helpers named in pickles ----------------------------------------------------------------
+# The program's functions as checkpoints wrote them before capture/functions.py:
 def _make_function(code: types.CodeType, globals_: dict[str, Any], closure: Any) -> Any:
     return types.FunctionType(code, globals_, None, None, closure)
 
@@ -156,21 +157,18 @@ def _exception_reduce(exc: BaseException) -> Any:
     return (rv[0], rv[1], (rv[2] if len(rv) > 2 else None, chain), *extra, _fill_exception)
 
 
-def _code_reduce(code: types.CodeType) -> tuple[Any, ...]:
-    """cloudpickle's reduce of a code object, keeping its ``co_filename``.
-
-    cloudpickle 3.1.2 and later write ``<dynamic-code>`` instead; a restored function would
-    then no longer be the program's (its awaits taken for foreign ones on replay), and its
-    tracebacks would name no file.
-    """
-    constructor, args = _cp._code_reduce(code)
-    args = list(args)
-    args[_CODE_FILENAME] = "".join(code.co_filename)  # un-interned, so pickles are reproducible
-    return (constructor, tuple(args))
-
-
 class CheckpointPickler(cloudpickle.Pickler):  # type: ignore[misc]
     """cloudpickle, plus the namespace as a persistent id, blobs, and the program's own objects."""
+
+    @property
+    def dispatch_table(self) -> NoReturn:
+        """Absent, as a pickler's is by default: the C pickler then reads copyreg's table itself.
+
+        cloudpickle's is a ChainMap of its own reducers over copyreg's, which the C pickler asks
+        about every object of a type it does not know: three Python calls and a KeyError each
+        time, as much as the rest of an instance's pickling. Its own reducers are looked up in
+        :meth:`reducer_override` instead, where the ChainMap would have been asked next."""
+        raise AttributeError("dispatch_table")
 
     def __init__(self, owner: PickleOwner, buffer: io.BytesIO) -> None:
         super().__init__(buffer, protocol=PROTOCOL)
@@ -184,6 +182,8 @@ class CheckpointPickler(cloudpickle.Pickler):  # type: ignore[misc]
         self.inline: dict[int, str] = {}
         self.by_reference = owner.by_reference
         self.sets: SetCapture | None = None  # made at the first set (see _set_order)
+        self.plain: set[type] = set()
+        """Types of this pickle that no reducer of ours or cloudpickle's takes (see below)."""
 
     def persistent_id(self, obj: Any) -> Any:
         t = type(obj)
@@ -213,6 +213,10 @@ class CheckpointPickler(cloudpickle.Pickler):  # type: ignore[misc]
                 return self._emit(("r", obj.__qualname__))
         return None
 
+    def begin_dump(self) -> None:
+        """Before each pickle: the reducers registered with us are looked up again."""
+        self.plain.clear()
+
     def clear_memo(self) -> None:
         super().clear_memo()
         if self.sets is not None:
@@ -235,12 +239,22 @@ class CheckpointPickler(cloudpickle.Pickler):  # type: ignore[misc]
 
     def reducer_override(self, obj: Any) -> Any:
         t = type(obj)
+        if t in self.plain and obj.__class__ is t:
+            return NotImplemented
+        rv = self._reduce(obj, t)
+        if rv is NotImplemented:
+            reduce = _CLOUDPICKLE_TABLE.get(t)  # as its ChainMap gave it, before copyreg's
+            if reduce is not None:
+                return reduce(obj)
+        return rv
+
+    def _reduce(self, obj: Any, t: type) -> Any:
         reduce = self.reducers.get(t) or _BUILT_IN_REDUCERS.get(t)
         if reduce is not None:
             return reduce(obj)
         if t is types.FunctionType:
             if obj.__globals__ is self.ns:
-                return self._program_function_reduce(obj)
+                return program_function_reduce(obj, self.ns)
             if self._by_reference(obj):
                 return NotImplemented
         elif t is types.CellType:
@@ -268,29 +282,26 @@ class CheckpointPickler(cloudpickle.Pickler):  # type: ignore[misc]
         elif issubclass(t, BaseException):
             return _exception_reduce(obj)
         elif t is types.CodeType:
-            return _code_reduce(obj)
+            return code_reduce(obj)
         elif t is _LRU_CACHE and getattr(obj.__wrapped__, "__globals__", None) is self.ns:
             return reduce_cache(obj, self)
         else:
             rv = reduce_resource_subclass(obj)
             if rv is not None:
                 return rv
+            rv = super().reducer_override(obj)
+            if (
+                rv is NotImplemented
+                and t is not _LRU_CACHE
+                and t not in _CLOUDPICKLE_TABLE
+                and obj.__class__ is t
+            ):
+                # Decided by the type alone (an object whose __class__ is not its type, a
+                # mock with a spec, may pass isinstance otherwise): the next instance, an
+                # item of the same list, goes straight to pickle's own reduction.
+                self.plain.add(t)
+            return rv
         return super().reducer_override(obj)
-
-    def _program_function_reduce(self, func: types.FunctionType) -> tuple[Any, ...]:
-        slots = {
-            "__name__": "".join(func.__name__),  # un-interned, so pickles are reproducible
-            "__qualname__": "".join(func.__qualname__),
-            "__module__": func.__module__,
-            "__doc__": func.__doc__,
-            "__defaults__": func.__defaults__,
-            "__kwdefaults__": func.__kwdefaults__,
-            "__annotations__": func.__annotations__,
-        }
-        if getattr(func, "__type_params__", ()):
-            slots["__type_params__"] = func.__type_params__  # type: ignore[attr-defined]
-        args = (func.__code__, self.ns, func.__closure__)
-        return (_make_function, args, (dict(func.__dict__), slots), None, None, _fill_function)
 
 
 class CheckpointUnpickler(pickle.Unpickler):
