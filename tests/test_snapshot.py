@@ -965,3 +965,16 @@ def test_round_trip_keeps_values_and_shared_references(ns: dict[str, Any], thres
     into: dict[str, Any] = {}
     assert Snapshotter().restore(capture.data, load_blob=store.__getitem__, into=into) == {}
     assert shape(into, {}) == shape(ns, {})
+
+
+def test_code_from_another_python_version_is_refused_by_name() -> None:
+    """A function's code is stored with the bytecode's magic number, as a ``.pyc`` is: a
+    checkpoint written by another Python version is refused, never run."""
+    from resumable.durability.capture import functions
+
+    capture = Snapshotter().capture(program("def f():\n    return 1\n"))
+    magic = functions._MAGIC
+    assert magic in capture.data
+    other = capture.data.replace(magic, bytes([magic[0] ^ 1, *magic[1:]]))
+    with pytest.raises(RecordVersionError, match="another Python version"):
+        Snapshotter().restore(other, load_blob=no_blobs, into=fresh_namespace())

@@ -12,6 +12,7 @@ went).
 
 from __future__ import annotations
 
+import importlib.util
 import marshal
 import types
 from collections.abc import Mapping
@@ -19,15 +20,23 @@ from typing import Any, Final
 
 from cloudpickle import cloudpickle as _cp
 
-from resumable.errors import RecordError
+from resumable.errors import RecordError, RecordVersionError
 
+_MAGIC: Final = importlib.util.MAGIC_NUMBER
+"""The bytecode version of this Python, as a ``.pyc`` starts with it: before each code object."""
 _CODE_FILENAME: Final = 10
 """Where ``co_filename`` stands among ``types.CodeType``'s arguments (3.11 to 3.13)."""
 
 
 # -- helpers named in pickles ----------------------------------------------------------------
 def _load_code(data: bytes) -> types.CodeType:
-    code = marshal.loads(data)
+    if data[: len(_MAGIC)] != _MAGIC:
+        raise RecordVersionError(
+            "the checkpoint holds the program's code compiled by another Python version "
+            f"(bytecode {data[:2].hex()}, this Python's {_MAGIC[:2].hex()}); resume the run "
+            "with the Python version that started it"
+        )
+    code = marshal.loads(data[len(_MAGIC) :])
     if type(code) is not types.CodeType:  # what code_reduce wrote is always one
         raise RecordError("a checkpoint's code object does not load as one")
     return code
@@ -59,12 +68,13 @@ def code_reduce(code: types.CodeType) -> tuple[Any, ...]:
 
     ``marshal`` keeps every field, ``co_filename`` included: a restored function is still the
     program's (its awaits are not taken for foreign ones on replay) and its tracebacks name its
-    file. Its format is the Python version's, as cloudpickle's arguments are. A code object
+    file. Bytecode is the Python version's: the bytes start with its magic number, as a
+    ``.pyc`` does, and another version refuses them by name rather than run them. A code object
     ``marshal`` refuses (a constant put there by ``code.replace``) is pickled as cloudpickle
     does, keeping ``co_filename`` (cloudpickle 3.1.2 and later write ``<dynamic-code>``).
     """
     try:
-        return (_load_code, (marshal.dumps(code),))
+        return (_load_code, (_MAGIC + marshal.dumps(code),))
     except ValueError:
         constructor, args = _cp._code_reduce(code)
         args = list(args)
