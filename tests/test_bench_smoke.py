@@ -218,6 +218,20 @@ def test_instructions_counts_a_journaled_await_of_each_tree(tmp_path: Path) -> N
 
 
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind")
+def test_capture_counts_each_shape_of_each_tree() -> None:
+    if shutil.which("valgrind") is None:
+        pytest.skip("valgrind is not installed")
+    data = bench_json("capture", "--base", str(ROOT / "src"))
+    rows = {row["namespace"]: row for row in data["rows"]}
+    assert len(rows) == 4
+    for row in rows.values():
+        assert row["instructions: base"] > 0
+        assert row["us: this checkout"] > 0
+        assert row["instructions x base"] == pytest.approx(1.0, rel=0.05)  # the same tree
+    small = rows["a module and a counter"]["instructions: this checkout"]
+    assert rows["10 functions, a class, 5 instances"]["instructions: this checkout"] > small
+
+
 def test_startup_counts_the_instructions_of_both_processes_of_exec() -> None:
     data = bench_json("startup", "--instructions", quick=False)
     rows = {row["command"]: row for row in data["rows"]}
