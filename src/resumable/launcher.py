@@ -22,6 +22,10 @@ import os
 import sys
 from collections.abc import Mapping
 
+_TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+if _TYPE_CHECKING:
+    from pathlib import Path
+
 _SEED_ENV = "PYTHONHASHSEED"
 _SEED_LABEL = b"resumable hash seed"
 """As ``hashseed.store_seed`` authenticates it: the two must agree (tests check they do)."""
@@ -34,15 +38,15 @@ def main() -> None:
     args = sys.argv[1:]
     if args == ["--version"] and print_version():
         return
-    if args[:1] and args[0] in _SEEDED and _SEED_ENV not in os.environ:
-        seed = early_seed(args[1:], os.environ)
+    from resumable.cli.direct import plain_arguments, run_directly
+
+    plain = plain_arguments(args)
+    if plain is not None and plain[0] in _SEEDED and _SEED_ENV not in os.environ:
+        seed = _store_seed(plain[1].get("config_path"), os.environ)  # type: ignore[arg-type]
         if seed is not None:
             sys.stdout.flush()
             argv = [sys.executable, "-m", "resumable", *args]
             os.execve(sys.executable, argv, {**os.environ, _SEED_ENV: str(seed)})
-    from resumable.cli.direct import plain_arguments, run_directly
-
-    plain = plain_arguments(args)
     if plain is not None:
         run_directly(*plain)
         return
@@ -87,44 +91,25 @@ def _print_metadata(path: str) -> bool:
 
 
 def early_seed(args: list[str], env: Mapping[str, str]) -> int | None:
-    """The store's seed for the run these arguments start or resume, or None when only the
-    command line can tell (or durability is off: then no seed is pinned)."""
-    plain, config_path = _config_option(args)
-    if not plain:
-        return None
+    """The store's seed for ``exec`` with these arguments, or None when only the command line
+    can tell (or durability is off: then no seed is pinned)."""
+    from resumable.cli.direct import plain_arguments
+
+    plain = plain_arguments(["exec", *args])
+    return None if plain is None else _store_seed(plain[1].get("config_path"), env)  # type: ignore[arg-type]
+
+
+def _store_seed(config_path: Path | None, env: Mapping[str, str]) -> int | None:
+    """The seed of the store the settings at ``config_path`` (None: the default) name, or
+    None when only the command line can tell."""
     from pathlib import Path
 
     from resumable.config.files import store_key
 
-    key = store_key(Path(config_path) if config_path else None, Path.cwd().absolute(), env)
+    key = store_key(config_path, Path.cwd().absolute(), env)
     if key is None:
         return None
     import hashlib
     import hmac
 
     return int.from_bytes(hmac.digest(key, _SEED_LABEL, hashlib.sha256)[:4], "big")
-
-
-_VALUED = ("--run-id", "--events", "--config")
-_FLAGS = ("--quiet", "-q", "--json", "--no-input", "--latest", "--accept-loss", "--force")
-"""The options of ``exec``, ``run`` and ``resume``: arguments with anything else are left to
-typer."""
-
-
-def _config_option(args: list[str]) -> tuple[bool, str | None]:
-    """Whether the arguments are plain, and the value of ``--config`` (None if absent)."""
-    value: str | None = None
-    rest = iter(args)
-    for arg in rest:
-        name, eq, given = arg.partition("=")
-        if name in _VALUED:
-            given = given if eq else next(rest, "")
-            if not given or given.startswith("-"):
-                return False, None
-            if name == "--config":
-                value = given
-        elif arg in _FLAGS or not arg.startswith("-"):
-            continue
-        else:
-            return False, None
-    return True, value

@@ -9,29 +9,47 @@ command, a value that looks like an option) is left to typer, which also says wh
 
 from __future__ import annotations
 
+import importlib
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple, NoReturn
 
-from resumable.cli.runtime import guarded
+_TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the launcher loads this)
+if _TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import NoReturn
 
 
-class _Command(NamedTuple):
-    valued: dict[str, str]
-    """Options that take a value, and the keyword each gives the command."""
-    flags: dict[str, str]
-    defaults: dict[str, object]
-    positional: str
-    """The keyword of the command's one positional argument."""
-    required: bool
-    """Whether the positional argument must be given (else at most one)."""
+class _Command:
+    """What one command takes, and the function (``module:name``) that runs it."""
+
+    __slots__ = ("defaults", "flags", "function", "positional", "required", "valued")
+
+    def __init__(
+        self,
+        function: str,
+        *,
+        valued: dict[str, str],
+        flags: dict[str, str],
+        defaults: dict[str, object],
+        positional: str,
+        required: bool,
+    ) -> None:
+        self.function = function
+        self.valued = valued
+        """Options that take a value, and the keyword each gives the command."""
+        self.flags = flags
+        self.defaults = defaults
+        self.positional = positional
+        """The keyword of the command's one positional argument."""
+        self.required = required
+        """Whether the positional argument must be given (else at most one)."""
 
 
 _COMMON_VALUED = {"--events": "events", "--config": "config_path"}
 _QUIET = {"--quiet": "quiet", "-q": "quiet"}
 _COMMANDS = {
     "exec": _Command(
+        "resumable.cli.launching:exec_program",
         valued={"--run-id": "run_id", **_COMMON_VALUED},
         flags={**_QUIET, "--json": "json_out"},
         defaults={"quiet": False, "events": None, "json_out": False},
@@ -39,6 +57,7 @@ _COMMANDS = {
         required=True,
     ),
     "run": _Command(
+        "resumable.cli.launching:run_playbook",
         valued={"--run-id": "run_id", **_COMMON_VALUED},
         flags={**_QUIET, "--json": "json_out", "--no-input": "no_input"},
         defaults={},
@@ -46,6 +65,7 @@ _COMMANDS = {
         required=True,
     ),
     "resume": _Command(
+        "resumable.cli.resuming:resume_run",
         valued=_COMMON_VALUED,
         flags={
             **_QUIET,
@@ -101,13 +121,10 @@ def plain_exec(args: list[str]) -> dict[str, object] | None:
 def run_directly(command: str, arguments: dict[str, object]) -> None:
     """Run ``command`` with ``arguments`` (from :func:`plain_arguments`) as the command line
     would."""
-    function: Callable[..., object]
-    if command == "exec":
-        from resumable.cli.launching import exec_program as function
-    elif command == "run":
-        from resumable.cli.launching import run_playbook as function
-    else:
-        from resumable.cli.resuming import resume_run as function
+    from resumable.cli.runtime import guarded
+
+    module, _, name = _COMMANDS[command].function.partition(":")
+    function = getattr(importlib.import_module(module), name)
     guarded(lambda: _call(function, arguments))
 
 

@@ -241,14 +241,6 @@ class CheckpointPickler(cloudpickle.Pickler):  # type: ignore[misc]
         t = type(obj)
         if t in self.plain and obj.__class__ is t:
             return NotImplemented
-        rv = self._reduce(obj, t)
-        if rv is NotImplemented:
-            reduce = _CLOUDPICKLE_TABLE.get(t)  # as its ChainMap gave it, before copyreg's
-            if reduce is not None:
-                return reduce(obj)
-        return rv
-
-    def _reduce(self, obj: Any, t: type) -> Any:
         reduce = self.reducers.get(t) or _BUILT_IN_REDUCERS.get(t)
         if reduce is not None:
             return reduce(obj)
@@ -289,19 +281,23 @@ class CheckpointPickler(cloudpickle.Pickler):  # type: ignore[misc]
             rv = reduce_resource_subclass(obj)
             if rv is not None:
                 return rv
-            rv = super().reducer_override(obj)
-            if (
-                rv is NotImplemented
-                and t is not _LRU_CACHE
-                and t not in _CLOUDPICKLE_TABLE
-                and obj.__class__ is t
-            ):
-                # Decided by the type alone (an object whose __class__ is not its type, a
-                # mock with a spec, may pass isinstance otherwise): the next instance, an
-                # item of the same list, goes straight to pickle's own reduction.
+            return self._by_cloudpickle(obj, t, remember=t is not _LRU_CACHE)
+        return self._by_cloudpickle(obj, t, remember=False)
+
+    def _by_cloudpickle(self, obj: Any, t: type, *, remember: bool) -> Any:
+        """cloudpickle's reduction of ``obj``, else its own table's (where its ChainMap was
+        asked, before copyreg's). A type neither takes is ``remember``ed as plain when the type
+        alone decided (an object whose __class__ is not its type, a mock with a spec, may pass
+        isinstance otherwise): the next instance, an item of the same list, goes straight to
+        pickle's own reduction."""
+        rv = super().reducer_override(obj)
+        if rv is NotImplemented:
+            reduce = _CLOUDPICKLE_TABLE.get(t)
+            if reduce is not None:
+                return reduce(obj)
+            if remember and obj.__class__ is t:
                 self.plain.add(t)
-            return rv
-        return super().reducer_override(obj)
+        return rv
 
 
 class CheckpointUnpickler(pickle.Unpickler):
