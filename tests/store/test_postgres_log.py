@@ -15,7 +15,7 @@ import asyncpg
 import pytest
 from tests.store.test_contract import meta, owned_run, pg, rec, seqs
 
-from resumable.errors import FencedError
+from resumable.errors import FencedError, StoreUnavailableError
 from resumable.store.base import Lease, StoredRecord
 from resumable.store.postgres import PostgresStore
 
@@ -185,3 +185,49 @@ async def test_schema_4_fences_runs_written_and_taken_under_schema_3(
         taken = await store.acquire("run-2", "owner-c")
         await store.append("run-2", [rec(1, taken.epoch)], taken)
         assert await seqs(store, "run-2") == [1]
+
+
+async def test_an_append_whose_reply_was_lost_is_sent_again_and_written_once(
+    store: PostgresStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lease = await owned_run(store)
+    await store.append("run-1", [rec(1)], lease)
+    real = store._append_at_heads
+    tries: list[int] = []
+
+    async def commit_then_lose_the_reply(conn: Any, group: Any) -> set[int]:
+        accepted = await real(conn, group)  # committed on the server
+        tries.append(len(accepted))
+        if len(tries) == 1:
+            conn.terminate()
+            raise asyncpg.ConnectionDoesNotExistError("connection was closed in the middle")
+        return accepted
+
+    monkeypatch.setattr(store, "_append_at_heads", commit_then_lose_the_reply)
+    await store.append("run-1", [rec(2), rec(3)], lease)
+
+    assert tries == [1, 0]  # sent again on a new connection, refused at the head
+    assert await seqs(store) == [1, 2, 3]
+    assert await _head(store) == (3, lease.epoch)
+    with pytest.raises(ValueError, match="seq"):  # a repeat that was not a resend
+        await store.append("run-1", [rec(3)], lease)
+
+
+async def test_an_append_the_server_keeps_failing_is_refused_after_one_more_try(
+    store: PostgresStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lease = await owned_run(store)
+    tries: list[None] = []
+
+    async def drop(conn: Any, group: Any) -> set[int]:
+        tries.append(None)
+        conn.terminate()
+        raise asyncpg.ConnectionDoesNotExistError("connection was closed in the middle")
+
+    monkeypatch.setattr(store, "_append_at_heads", drop)
+    with pytest.raises(StoreUnavailableError, match="lost PostgreSQL"):
+        await store.append("run-1", [rec(1)], lease)
+    assert len(tries) == 2
+    monkeypatch.undo()
+    await store.append("run-1", [rec(1)], lease)
+    assert await seqs(store) == [1]

@@ -33,7 +33,22 @@ from resumable.store.postgres.sql import (
 
 SYNC_SETTINGS = {"fsync": "on", "flush": "off"}
 _SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
-DRIVER_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
+DRIVER_ERRORS = (
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.InternalClientError,  # a connection the server dropped while the client used it
+    OSError,
+    TimeoutError,
+)
+CONNECTION_LOST = (
+    asyncpg.PostgresConnectionError,
+    asyncpg.OperatorInterventionError,  # the server ended the session (pg_terminate_backend)
+    asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
+    OSError,
+)
+"""What a connection the server or the network dropped raises: worth one more try on a
+new connection (an append is fenced at its head, so it cannot be written twice)."""
 
 
 class PostgresConnection:

@@ -23,7 +23,7 @@ from resumable.store.base import Lease, ReadResult, StoredRecord, check_seqs
 from resumable.store.common import check_fence, not_found
 from resumable.store.group_commit import GroupCommit, PendingAppend
 from resumable.store.holes import LogExtent
-from resumable.store.postgres.connect import DRIVER_ERRORS, PostgresConnection
+from resumable.store.postgres.connect import CONNECTION_LOST, DRIVER_ERRORS, PostgresConnection
 from resumable.store.postgres.sql import group_columns
 
 
@@ -64,22 +64,37 @@ class PostgresLog(PostgresConnection):
     async def _commit(self, group: list[PendingAppend]) -> list[Exception | None]:
         """The group at its heads in one statement; an append the heads refused, alone after."""
         try:
-            conn = await self._writer_connection()
-            try:
-                accepted = await self._append_at_heads(conn, group)
-            except asyncpg.PostgresError as err:
-                if isinstance(err, asyncpg.PostgresConnectionError):
-                    raise
-                if len(group) > 1:  # e.g. one duplicate seq: the others must not fail with it
-                    return [(await self._commit([item]))[0] for item in group]
-                accepted = set()  # the locked look says why, or writes it after all
+            accepted, resent = await self._at_heads(group)
         except DRIVER_ERRORS as err:
-            await self._drop_writer_connection()
             return [self._failure(err, "appending")] * len(group)
+        if accepted is None:  # e.g. one duplicate seq: the others must not fail with it
+            return [(await self._commit([item]))[0] for item in group]
         return [
-            None if n in accepted else await self._append_locked(item)
+            None if n in accepted else await self._append_locked(item, resent=resent)
             for n, item in enumerate(group)
         ]
+
+    async def _at_heads(self, group: list[PendingAppend]) -> tuple[set[int] | None, bool]:
+        """:meth:`_append_at_heads` on the writer's connection, and whether it was sent
+        again; None: the statement failed for a group, whose appends go one by one.
+
+        A connection found dropped (the server restarted or ended the session, the network
+        cut it) is replaced and the statement sent once more: the heads refuse whatever
+        the first try did write, and the locked look counts it written (``_written_before``).
+        """
+        retried = False
+        while True:
+            conn = await self._writer_connection()
+            try:
+                return await self._append_at_heads(conn, group), retried
+            except DRIVER_ERRORS as err:
+                lost = isinstance(err, CONNECTION_LOST)
+                if isinstance(err, asyncpg.PostgresError) and not lost:
+                    return (None if len(group) > 1 else set()), retried  # the locked look says why
+                await self._drop_writer_connection()
+                if retried or not lost:
+                    raise
+                retried = True
 
     async def _append_at_heads(self, conn: Any, group: list[PendingAppend]) -> set[int]:
         """The positions in ``group`` of the appends written (those whose head matched)."""
@@ -110,8 +125,11 @@ class PostgresLog(PostgresConnection):
             )
         return set() if status.endswith(" 0") else {0}
 
-    async def _append_locked(self, item: PendingAppend) -> Exception | None:
-        """Look at a refused append again with its head locked: write it, or say why not."""
+    async def _append_locked(
+        self, item: PendingAppend, *, resent: bool = False
+    ) -> Exception | None:
+        """Look at a refused append again with its head locked: write it, or say why not.
+        ``resent``: its statement was sent again on a new connection (see ``_at_heads``)."""
         run_id, records = item.run_id, item.records
         try:
             conn = await self._writer_connection()
@@ -121,6 +139,8 @@ class PostgresLog(PostgresConnection):
                 last_seq = await conn.fetchval(self._sql["log_end"], run_id)
                 if last_seq is None:  # the run was deleted
                     raise not_found(run_id, self.url)
+                if resent and await self._written_before(conn, item, last_seq):
+                    return None
                 check_seqs(records, last_seq)
                 if last_seq == 0 and records[0].seq > 1:
                     await self._floor_below(conn, run_id, records[0].seq)
@@ -134,6 +154,22 @@ class PostgresLog(PostgresConnection):
             await self._drop_writer_connection()
             return self._failure(err, "appending")
         return None
+
+    async def _written_before(self, conn: Any, item: PendingAppend, last_seq: int) -> bool:
+        """Whether the log holds these very records already: an append sent again after its
+        connection dropped, whose first try had committed before the reply was lost."""
+        records = item.records
+        if records[-1].seq > last_seq:
+            return False
+        rows = await conn.fetch(
+            f"SELECT seq, epoch, data FROM {self._s}.records "
+            "WHERE run_id = $1 AND seq >= $2 AND seq <= $3 ORDER BY seq",
+            item.run_id,
+            records[0].seq,
+            records[-1].seq,
+        )
+        stored = [(row[0], row[1], bytes(row[2])) for row in rows]
+        return stored == [(r.seq, r.epoch, r.data) for r in records]
 
     async def _floor_below(self, conn: Any, run_id: str, first: int) -> None:
         """A log that starts later (a pruned run copied by `resumable migrate`): the records
