@@ -205,11 +205,13 @@ def test_set_order_reports_capture_and_restore_against_pickles_own() -> None:
 
 
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind")
-def test_instructions_counts_a_journaled_await_of_each_tree(tmp_path: Path) -> None:
+@pytest.mark.parametrize("shape", ["loop", "stmt"])
+def test_instructions_counts_a_journaled_await_of_each_tree(tmp_path: Path, shape: str) -> None:
     # no module compiled yet: the base's first counted run must not count their compilation
     cold = {**os.environ, "PYTHONPYCACHEPREFIX": str(tmp_path / "pycache")}
     cold.pop("PYTHONDONTWRITEBYTECODE", None)
-    data = bench_json("instructions", "--base", str(ROOT / "src"), env=cold)
+    data = bench_json("instructions", "--base", str(ROOT / "src"), "--shape", shape, env=cold)
+    assert data["shape"] == shape
     counted = data["instructions_per_await"]
     assert set(counted) == {"base", "this checkout"}
     # the same tree twice: the same count within the noise of a quick run (the fsync

@@ -2,6 +2,7 @@
 
     python scripts/bench.py instructions                       # this checkout
     python scripts/bench.py instructions --base ../other/src   # and another, side by side
+    python scripts/bench.py instructions --shape stmt          # a statement per await
 
 A shared machine's load moves a timed per-await cost by more than the few percent a change
 to the await path makes; the number of instructions the process executes does not move
@@ -9,6 +10,9 @@ with the load. This counts them with valgrind's ``callgrind`` (no CPU counters n
 ``resumable exec`` of ``for i in range(N): await asyncio.sleep(0)`` at N and 3N awaits, with
 ``sync = "flush"`` (the write path without the disk's wait), and reports the slope: the
 instructions one journaled await costs, start-up and the program's end taken out. With
+``--shape stmt`` the program is N top-level statements ``x = await asyncio.sleep(0, x + 1)``
+instead: the slope is then what a statement of one await costs (its compile, its
+boundary record and namespace capture). With
 ``--base`` the same is counted for the source tree at that path (``PYTHONPATH``), and the
 ratio is this checkout's over the base's. Both trees run the same program through their own
 ``python -m resumable exec``, once uncounted first: a tree whose modules are not compiled yet
@@ -29,7 +33,11 @@ from pathlib import Path
 
 from benchmarks.report import Report
 
-_PROGRAM = "import asyncio\n\nfor i in range({n}):\n    await asyncio.sleep(0)\nprint('done')\n"
+_PROGRAMS = {
+    "loop": "import asyncio\n\nfor i in range({n}):\n    await asyncio.sleep(0)\nprint('done')\n",
+    "stmt": "import asyncio\n\nx = 0\n{statements}print('done')\n",
+}
+_STATEMENT = "x = await asyncio.sleep(0, x + 1)\n"
 _CONFIG = '[durability]\nenabled = true\nsync = "flush"\n'
 _COLLECTED = re.compile(r"Collected : (\d+)")
 _SRC = Path(__file__).resolve().parents[2] / "src"
@@ -40,6 +48,12 @@ def instructions_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--awaits", type=int, default=1000, help="N: counted at N and 3N")
     parser.add_argument("--base", type=Path, help="the src folder of a checkout to compare")
     parser.add_argument("--quick", action="store_true", help="N = 50: a smoke test")
+    parser.add_argument(
+        "--shape",
+        choices=sorted(_PROGRAMS),
+        default="loop",
+        help="N awaits in a loop, or N statements",
+    )
 
 
 def callgrind(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, str]:
@@ -57,30 +71,34 @@ def callgrind(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, str
     return int(found[1]), done.stdout
 
 
-def _program(src: Path, awaits: int, folder: Path) -> tuple[list[str], Path, dict[str, str]]:
+def _program(
+    src: Path, awaits: int, folder: Path, shape: str = "loop"
+) -> tuple[list[str], Path, dict[str, str]]:
     """The command, folder and environment of one ``resumable exec`` with ``awaits`` awaits."""
     work = folder / f"{src.parent.name}-{awaits}"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    (work / "loop.py").write_text(_PROGRAM.format(n=awaits), encoding="utf-8")
+    program = _PROGRAMS[shape].format(n=awaits, statements=_STATEMENT * awaits)
+    (work / "loop.py").write_text(program, encoding="utf-8")
     (work / "playbooks.toml").write_text(_CONFIG, encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": str(src), "PYTHONHASHSEED": "0"}
     return [sys.executable, "-m", "resumable", "exec", "loop.py", "-q"], work, env
 
 
-def count(src: Path, awaits: int, folder: Path) -> int:
+def count(src: Path, awaits: int, folder: Path, shape: str = "loop") -> int:
     """Instructions of one ``resumable exec`` of the program with ``awaits`` awaits."""
-    argv, work, env = _program(src, awaits, folder)
+    argv, work, env = _program(src, awaits, folder, shape)
     counted, said = callgrind(argv, work, env)
     if "done" not in said:
         raise SystemExit(f"{' '.join(argv)} under valgrind printed {said!r}")
     return counted
 
 
-def per_await(src: Path, awaits: int, folder: Path) -> float:
-    argv, work, env = _program(src, 1, folder)
+def per_await(src: Path, awaits: int, folder: Path, shape: str = "loop") -> float:
+    argv, work, env = _program(src, 1, folder, shape)
     subprocess.run(argv, cwd=work, env=env, capture_output=True, check=True)  # compiles, uncounted
-    return (count(src, 3 * awaits, folder) - count(src, awaits, folder)) / (2 * awaits)
+    many, few = count(src, 3 * awaits, folder, shape), count(src, awaits, folder, shape)
+    return (many - few) / (2 * awaits)
 
 
 def bench_instructions(args: argparse.Namespace) -> Report:
@@ -92,13 +110,16 @@ def bench_instructions(args: argparse.Namespace) -> Report:
     if args.base is not None:
         trees.insert(0, ("base", args.base.resolve()))
     with tempfile.TemporaryDirectory() as folder:
-        counted = {name: per_await(src, args.awaits, Path(folder)) for name, src in trees}
+        counted = {
+            name: per_await(src, args.awaits, Path(folder), args.shape) for name, src in trees
+        }
     first = next(iter(counted.values()))
     rows = [(name, round(value), round(value / first, 3)) for name, value in counted.items()]
-    summary = {"awaits": args.awaits, "instructions_per_await": counted}
+    summary = {"awaits": args.awaits, "shape": args.shape, "instructions_per_await": counted}
+    what = "statements of one await" if args.shape == "stmt" else "awaits in a loop"
     return Report(
         f"Instructions per journaled await (slope between {args.awaits} and "
-        f"{3 * args.awaits} awaits, sync = flush)",
+        f"{3 * args.awaits} {what}, sync = flush)",
         ("tree", "instructions per await", "x first"),
         rows,
         summary,

@@ -21,9 +21,11 @@ import linecache
 import traceback
 from collections.abc import Awaitable
 from dataclasses import dataclass
+from types import CodeType
 from typing import Any, Protocol
 
 from resumable.errors import CodeError
+from resumable.exec.compiled import TEMPLATE_INDEX, TEMPLATE_LINE, CompiledStatements
 from resumable.exec.depth import room_to_walk
 from resumable.exec.hooks import HOOK_NAME, AwaitHook, DirectHook, register_program_file
 from resumable.exec.loop_run import await_loop_runs
@@ -86,6 +88,7 @@ class StreamingPythonExecutor:
         self._ran = 0
         self._error: CodeError | None = None
         self._closed = False
+        self._compiled = CompiledStatements()
 
     # -- the response being streamed ------------------------------------------
     def start_response(
@@ -193,17 +196,38 @@ class StreamingPythonExecutor:
             raise too_deep(statement.line) from None
 
     def _compile_deep(self, statement: Statement, index: int) -> Any:
-        if statement.tree is not None:  # the splitter parsed it already (a fresh tree each)
-            tree = ast.Module(body=statement.tree, type_ignores=[])
-        else:
-            tree = ast.parse(statement.source, self.filename, "exec")
-        if any(name.rpartition(".")[2] in statement.source for name in self.loop_runs):
-            tree = await_loop_runs(tree, self.loop_runs)  # asyncio.run(main()) -> await main()
-        tree = rewrite_statement(
-            tree, index, line_offset=statement.line - 1, mark_entries=self._mark_entries
-        )
+        source, offset = statement.source, statement.line - 1
         register_program_file(self.filename)
-        return compile(tree, self.filename, "exec", flags=_FLAGS, dont_inherit=True)
+        if any(name.rpartition(".")[2] in source for name in self.loop_runs):
+            tree = self._tree(statement)
+            tree = await_loop_runs(tree, self.loop_runs)  # asyncio.run(main()) -> await main()
+            return self._compile_tree(tree, index, offset)
+        code = self._compiled.take(source, self.filename, index, offset)
+        if code is None:
+            code = self._compile_tree(self._tree(statement), index, offset)
+            self._compiled.note(
+                source,
+                self.filename,
+                index,
+                offset,
+                code,
+                lambda: self._compile_tree(
+                    ast.parse(source, self.filename, "exec"), TEMPLATE_INDEX, TEMPLATE_LINE - 1
+                ),
+            )
+        return code
+
+    def _tree(self, statement: Statement) -> ast.Module:
+        if statement.tree is not None:  # the splitter parsed it already (a fresh tree each)
+            return ast.Module(body=statement.tree, type_ignores=[])
+        return ast.parse(statement.source, self.filename, "exec")
+
+    def _compile_tree(self, tree: ast.Module, index: int, line_offset: int) -> CodeType:
+        tree = rewrite_statement(
+            tree, index, line_offset=line_offset, mark_entries=self._mark_entries
+        )
+        code: CodeType = compile(tree, self.filename, "exec", flags=_FLAGS, dont_inherit=True)
+        return code
 
     # -- errors -------------------------------------------------------------------
     def _register_source(self) -> None:
