@@ -38,6 +38,7 @@ class SlowDisk:
 
     def __init__(self, *, fail_in_background: bool = False) -> None:
         self.running = 0
+        self.calls = 0
         self.fail_in_background = fail_in_background
         self._lock = threading.Lock()
         self._real = os.fsync
@@ -46,6 +47,7 @@ class SlowDisk:
         background = threading.current_thread() is not threading.main_thread()
         with self._lock:
             self.running += 1
+            self.calls += 1
             failing = self.fail_in_background and background
             if failing:
                 self.fail_in_background = False
@@ -178,3 +180,16 @@ async def test_a_failed_background_fsync_stops_the_run_even_if_the_program_catch
     # `except Exception` could not make the run go on past the failed record
     assert [name for name, _ in effects.seen] == ["tool 1"]
     assert "swallowed" not in capsys.readouterr().out
+
+
+async def test_a_statement_repeated_is_one_append_and_one_fsync_each_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # from its third time on, a statement's code is moved from a template (exec/compiled.py)
+    # and its tree is left as parsed: its await still goes with its boundary
+    effects = Effects(SlowDisk())
+    program = "n = 0\n" + "n = await tool(n)\n" * 6
+    await run_program(tmp_path / "store", program, effects, monkeypatch)
+    assert [name for name, _ in effects.seen] == ["tool 0"] * 6
+    # the run's first record, then one for each of the seven statements, and the run's end
+    assert effects.disk.calls == 1 + 7 + 1

@@ -36,7 +36,7 @@ from typing import Any
 
 from resumable.exec.hooks import ENTER, HOOK_NAME, NEXT
 
-__all__ = ["rewrite_source", "rewrite_statement"]
+__all__ = ["rewrite_source", "rewrite_statement", "site_of"]
 
 
 def rewrite_statement(
@@ -61,6 +61,12 @@ def rewrite_source(
     """Parse ``source`` and rewrite it; a syntax error is raised as the parser raises it."""
     tree = ast.parse(source, filename, "exec")
     return rewrite_statement(tree, index, mark_entries=mark_entries)
+
+
+def site_of(node: ast.AST, index: int, line_offset: int = 0) -> str:
+    """The site the rewrite names the construct ``node`` of statement ``index`` by (a tree not
+    rewritten yet; its lines to be moved by ``line_offset``), before any ``#n`` suffix."""
+    return f"{index}:{getattr(node, 'lineno', 0) + line_offset}:{getattr(node, 'col_offset', 0)}"
 
 
 class _AwaitRouter:
@@ -180,8 +186,7 @@ class _AwaitRouter:
 
     def _site(self, node: ast.AST, derived: str) -> str:
         """``S:L:C`` of ``node``, unique among the hook sites (``derived`` appended) taken so far."""
-        line = getattr(node, "lineno", 0) + self._offset
-        base = f"{self._index}:{line}:{getattr(node, 'col_offset', 0)}"
+        base = site_of(node, self._index, self._offset)
         site, n = base, 1
         while site + derived in self._taken:
             n += 1

@@ -14,17 +14,21 @@ from __future__ import annotations
 import ast
 
 from resumable.durability.effects.tasks import TaskCursor
+from resumable.exec.hooks import HOOK_NAME
+from resumable.exec.rewrite import site_of
 from resumable.exec.statement import Statement
 
 __all__ = ["ends_statement", "tail_await_site"]
 
 
-def tail_await_site(statement: Statement) -> str | None:
-    """The hook site of the one await ``statement`` ends with, or None for another shape.
+def tail_await_site(statement: Statement, index: int) -> str | None:
+    """The hook site of the one await statement ``index`` ends with, or None for another shape.
 
-    Read from the statement's tree as the executor rewrote it (in place, before the
-    statement starts): ``await __resumable__.await_(SITE, EXPR)``. A statement without
-    a parsed tree gets None: its records are written as any others.
+    Read from the statement's tree: as the executor rewrote it (in place, before the
+    statement starts), ``await __resumable__.await_(SITE, EXPR)``; or, where its code was
+    moved from a template (:mod:`resumable.exec.compiled`) and the tree left as parsed,
+    named as the rewrite names it (:func:`~resumable.exec.rewrite.site_of`). A statement
+    without a parsed tree gets None: its records are written as any others.
     """
     tree, source = statement.tree, statement.source
     # Every await, async for, async with and async comprehension spells its keyword in
@@ -43,13 +47,24 @@ def tail_await_site(statement: Statement) -> str | None:
     if not isinstance(value, ast.Await) or not isinstance(value.value, ast.Call):
         return None
     hooked = value.value
-    func, args = hooked.func, hooked.args
-    if not (isinstance(func, ast.Attribute) and func.attr == "await_" and args):
-        return None  # not rewritten: no site
-    site = args[0]
+    if not _is_hook_call(hooked):
+        return site_of(value, index, statement.line - 1)  # the tree as parsed
+    site = hooked.args[0]
     if not isinstance(site, ast.Constant) or not isinstance(site.value, str):
         return None
     return site.value
+
+
+def _is_hook_call(call: ast.Call) -> bool:
+    """``__resumable__.await_(SITE, EXPR)``: what the rewrite put around an await."""
+    func = call.func
+    return (
+        isinstance(func, ast.Attribute)
+        and func.attr == "await_"
+        and isinstance(func.value, ast.Name)
+        and func.value.id == HOOK_NAME
+        and len(call.args) == 2
+    )
 
 
 def ends_statement(

@@ -195,7 +195,7 @@ class FrameRecorder(HookBase):
     def begin(self, statement: Statement, index: int) -> None:
         """Statement ``index`` starts in the running task: its awaits are journaled now."""
         self._index = index
-        self._tail_site = tail_await_site(statement)
+        self._tail_site = tail_await_site(statement, index)
         self._generation += 1
         position = (self.turn, index)
         self._live = True
