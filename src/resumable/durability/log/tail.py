@@ -12,6 +12,7 @@ the await in flight, as the contract allows.
 from __future__ import annotations
 
 import ast
+import re
 
 from resumable.durability.effects.tasks import TaskCursor
 from resumable.exec.hooks import HOOK_NAME
@@ -19,6 +20,8 @@ from resumable.exec.rewrite import site_of
 from resumable.exec.statement import Statement
 
 __all__ = ["ends_statement", "tail_await_site"]
+
+_WORDS = re.compile(r"\b(?:await|async)\b")
 
 
 def tail_await_site(statement: Statement, index: int) -> str | None:
@@ -32,9 +35,9 @@ def tail_await_site(statement: Statement, index: int) -> str | None:
     """
     tree, source = statement.tree, statement.source
     # Every await, async for, async with and async comprehension spells its keyword in
-    # the source: one "await" and no "async" is one await (a word in a string or name
-    # only makes the statement fall back to the usual records).
-    if tree is None or len(tree) != 1 or source.count("await") != 1 or "async" in source:
+    # the source: one word "await" and no word "async" is one await (such a word in a
+    # string or comment only makes the statement fall back to the usual records).
+    if tree is None or len(tree) != 1 or _WORDS.findall(source) != ["await"]:
         return None
     node = tree[0]
     # A subscript, attribute or annotated target would run program code after the await.
