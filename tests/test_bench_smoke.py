@@ -160,9 +160,13 @@ def test_fleet_reports_claim_latency_with_notify_and_polling(tmp_path: Path) -> 
     assert data["runs/s (1 worker, concurrency 8)"] > 0
 
 
-def test_stmt_shape_reports_one_fsync_per_statement_against_raw_appends(tmp_path: Path) -> None:
-    data = run_bench(tmp_path, "stmt-shape")
+@pytest.mark.parametrize("way", ["auto", "background", "inline"])
+def test_stmt_shape_reports_one_fsync_per_statement_against_raw_appends(
+    tmp_path: Path, way: str
+) -> None:
+    data = run_bench(tmp_path, "stmt-shape", "--way", way)
     assert data["benchmark"] == "stmt-shape"
+    assert data["way"] == way
     durable, raw = data["rows"]
     assert durable["median us"] > 0
     assert raw["median us"] > 0

@@ -26,6 +26,7 @@ from resumable.durability.runs.session import RunSession, store_for
 from resumable.exec.executor import StreamingPythonExecutor
 from resumable.exec.output import ProgramOutput
 from resumable.store.base import RunMeta
+from resumable.store.filesystem import sync_choice
 from resumable.store.heads import read_head
 
 
@@ -88,7 +89,12 @@ class Effects:
         def look() -> None:
             seen.append(("program code", disk.running))
 
-        return {"tool": tool, "charge": charge, "ship": ship, "look": look}
+        def work(n: int) -> int:
+            seen.append(("program code", disk.running))
+            time.sleep(0.02)  # program code that takes a while
+            return n
+
+        return {"tool": tool, "charge": charge, "ship": ship, "look": look, "work": work}
 
 
 async def run_program(
@@ -193,3 +199,17 @@ async def test_a_statement_repeated_is_one_append_and_one_fsync_each_time(
     assert [name for name, _ in effects.seen] == ["tool 0"] * 6
     # the run's first record, then one for each of the seven statements, and the run's end
     assert effects.disk.calls == 1 + 7 + 1
+
+
+async def test_a_slow_disk_keeps_the_fsync_beside_the_next_statement(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # measured both ways (store/filesystem/sync_choice.py): a statement after an inline
+    # fsync takes its 30 ms plus the program's 20 ms, after a background one about 30 ms
+    monkeypatch.setattr(sync_choice, "PROBE", 2)
+    effects = Effects(SlowDisk())
+    program = "".join(f"a = await tool(work({n}))\n" for n in range(10))
+    await run_program(tmp_path / "store", program, effects, monkeypatch)
+    assert [running for name, running in effects.seen if name != "program code"] == [0] * 10
+    program_code = [running for name, running in effects.seen if name == "program code"]
+    assert program_code[-4:] == [1, 1, 1, 1]  # after the measuring: beside the fsync

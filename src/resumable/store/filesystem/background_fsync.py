@@ -26,7 +26,7 @@ from typing import Any
 from resumable.store.filesystem.segments import fsync_file
 from resumable.store.heads import write_head
 
-__all__ = ["FsyncInProgress", "start_fsync"]
+__all__ = ["FsyncInProgress", "fsync_inline", "start_fsync"]
 
 Failure = Callable[[OSError, Any], Exception]
 """Turns the OSError of a failed fsync or head update (its ``filename``: None for the
@@ -138,4 +138,20 @@ def start_fsync(
     """Fsync ``fd`` (and ``directory``) on the syncer thread, then write ``seq`` to the head."""
     job = FsyncInProgress(fd, directory, head, seq, failure, data_only)
     _syncer.start(job)
+    return job
+
+
+def fsync_inline(
+    fd: int,
+    directory: Path | None,
+    head: tuple[int, Path],
+    seq: int,
+    failure: Failure,
+    *,
+    data_only: bool = False,
+) -> FsyncInProgress:
+    """The job :func:`start_fsync` would start, run now on this thread: finished when this
+    returns, its error raised by ``wait()`` (see :mod:`.sync_choice`)."""
+    job = FsyncInProgress(fd, directory, head, seq, failure, data_only)
+    job.run()
     return job

@@ -26,7 +26,8 @@ file system cannot preallocate and the segment is appended to) - inline when the
 (a thread hop costs as much as a fast fsync), in a thread when it writes several, so
 concurrent runs keep going. ``begin_append`` writes the batch the same way and leaves its
 fsync to the syncer thread (:mod:`resumable.store.filesystem.background_fsync`): a statement's
-boundary is made durable while the next statement starts. Group commit is one level up: a run's ``CheckpointManager``
+boundary is made durable while the next statement starts - or runs it inline, where the
+statements were faster so (:mod:`resumable.store.filesystem.sync_choice`). Group commit is one level up: a run's ``CheckpointManager``
 sends every record its tasks buffered while the previous append ran as one batch (one
 write, one fsync of the run's segment per wake), and each run of the process fsyncs its
 own segment, in parallel threads that the filesystem's journal commits together.
@@ -45,7 +46,11 @@ from typing import Any, Literal, Self, TypeVar
 from resumable.errors import ConfigError, StoreError, StoreUnavailableError, UsageError
 from resumable.store.base import Lease, ReadResult, RunMeta, RunSummary, StoredRecord, check_seqs
 from resumable.store.common import ClosedOnExit, fenced_for
-from resumable.store.filesystem.background_fsync import FsyncInProgress, start_fsync
+from resumable.store.filesystem.background_fsync import (
+    FsyncInProgress,
+    fsync_inline,
+    start_fsync,
+)
 from resumable.store.filesystem.blobs import delete_blob_files, list_blob_files
 from resumable.store.filesystem.folders import RunFolders
 from resumable.store.filesystem.owner import OwnedRun, busy_error
@@ -57,6 +62,7 @@ from resumable.store.filesystem.segments import (
     scan_frames,
     write_atomic,
 )
+from resumable.store.filesystem.sync_choice import SyncChoice
 from resumable.store.heads import write_head
 from resumable.store.holes import LogExtent
 
@@ -83,6 +89,8 @@ class FileStore(RunFolders, ClosedOnExit):
         self._ready = False
         self._key: bytes | None = None
         self._owned: dict[str, OwnedRun] = {}
+        self._sync_choice = SyncChoice()
+        """Whether a boundary's fsync goes to the syncer thread or runs inline."""
 
     @classmethod
     def from_url(cls, url: str, *, sync: Literal["fsync", "flush"] = "fsync") -> FileStore:
@@ -173,7 +181,8 @@ class FileStore(RunFolders, ClosedOnExit):
         lease: Lease,
         written: Callable[[], None] | None = None,
     ) -> FsyncInProgress | None:
-        """Write ``records`` now; their fsync runs on the syncer thread until ``wait()``.
+        """Write ``records`` now; their fsync runs on the syncer thread until ``wait()``, or
+        right away on this one where that keeps it waiting less (:mod:`.sync_choice`).
 
         None when an append cannot go that way - ``sync = "flush"`` (nothing to wait for),
         a run this store object does not own, several runs owned at once (a barrier blocks
@@ -195,8 +204,14 @@ class FileStore(RunFolders, ClosedOnExit):
             if written is not None:
                 written()  # before the syncer thread wakes: waking it may preempt us
         finally:
-            owned.syncing = start_fsync(
-                owned.fd, directory, head, owned.last_seq, failure, data_only=owned.capacity > 0
+            background = self._sync_choice.background()
+            owned.syncing = (start_fsync if background else fsync_inline)(
+                owned.fd,
+                directory,
+                head,
+                owned.last_seq,
+                failure,
+                data_only=owned.capacity > 0,
             )
         return owned.syncing
 
