@@ -26,7 +26,7 @@ from typing import Any
 from resumable.store.filesystem.segments import fsync_file
 from resumable.store.heads import write_head
 
-__all__ = ["FsyncInProgress", "fsync_inline", "start_fsync"]
+__all__ = ["FsyncInProgress", "start_fsync"]
 
 Failure = Callable[[OSError, Any], Exception]
 """Turns the OSError of a failed fsync or head update (its ``filename``: None for the
@@ -134,24 +134,14 @@ def start_fsync(
     failure: Failure,
     *,
     data_only: bool = False,
+    inline: bool = False,
 ) -> FsyncInProgress:
-    """Fsync ``fd`` (and ``directory``) on the syncer thread, then write ``seq`` to the head."""
+    """Fsync ``fd`` (and ``directory``) on the syncer thread, then write ``seq`` to the head;
+    ``inline``: do it now, on this thread (finished when this returns; its error raised by
+    ``wait()``: see :mod:`.sync_choice`)."""
     job = FsyncInProgress(fd, directory, head, seq, failure, data_only)
-    _syncer.start(job)
-    return job
-
-
-def fsync_inline(
-    fd: int,
-    directory: Path | None,
-    head: tuple[int, Path],
-    seq: int,
-    failure: Failure,
-    *,
-    data_only: bool = False,
-) -> FsyncInProgress:
-    """The job :func:`start_fsync` would start, run now on this thread: finished when this
-    returns, its error raised by ``wait()`` (see :mod:`.sync_choice`)."""
-    job = FsyncInProgress(fd, directory, head, seq, failure, data_only)
-    job.run()
+    if inline:
+        job.run()
+    else:
+        _syncer.start(job)
     return job

@@ -46,11 +46,7 @@ from typing import Any, Literal, Self, TypeVar
 from resumable.errors import ConfigError, StoreError, StoreUnavailableError, UsageError
 from resumable.store.base import Lease, ReadResult, RunMeta, RunSummary, StoredRecord, check_seqs
 from resumable.store.common import ClosedOnExit, fenced_for
-from resumable.store.filesystem.background_fsync import (
-    FsyncInProgress,
-    fsync_inline,
-    start_fsync,
-)
+from resumable.store.filesystem.background_fsync import FsyncInProgress, start_fsync
 from resumable.store.filesystem.blobs import delete_blob_files, list_blob_files
 from resumable.store.filesystem.folders import RunFolders
 from resumable.store.filesystem.owner import OwnedRun, busy_error
@@ -204,14 +200,14 @@ class FileStore(RunFolders, ClosedOnExit):
             if written is not None:
                 written()  # before the syncer thread wakes: waking it may preempt us
         finally:
-            background = self._sync_choice.background()
-            owned.syncing = (start_fsync if background else fsync_inline)(
+            owned.syncing = start_fsync(
                 owned.fd,
                 directory,
                 head,
                 owned.last_seq,
                 failure,
                 data_only=owned.capacity > 0,
+                inline=not self._sync_choice.background(),
             )
         return owned.syncing
 
