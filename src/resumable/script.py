@@ -58,20 +58,30 @@ def read_script(path: Path) -> str:
             f"{path}:{line}: {TOO_DEEP}", path=str(path), line=line or None
         ) from None
     with room_to_walk(source):  # its walk recurses per level
-        _refuse_loop_start(tree, path)
+        _refuse_loop_start(tree, path, source)
     return source
 
 
-def _refuse_loop_start(tree: ast.Module, path: Path) -> None:
+def _refuse_loop_start(tree: ast.Module, path: Path, source: str) -> None:
     """An ``asyncio.run`` call that cannot run as an await of its coroutine is refused."""
-    refused = refused_loop_run(tree, loop_run_names(tree))
+    global _last_read
+    names = loop_run_names(tree)
+    _last_read = (source, names)  # what the run about to start asks for next
+    refused = refused_loop_run(tree, names, source)
     if refused is not None:
         line, reason = refused
         raise ProgramError(f"{path}:{line}: {reason}", path=str(path), line=line)
 
 
+_last_read: tuple[str, frozenset[str]] = ("", frozenset())
+"""The script :func:`read_script` read last and its ``asyncio.run`` names: not parsed again."""
+
+
 def _loop_runs(source: str) -> frozenset[str]:
     """The names the script calls ``asyncio.run`` by (its calls run as awaits)."""
+    read, names = _last_read
+    if read == source:
+        return names
     try:
         with room_to_parse(source):
             return loop_run_names(ast.parse(source))

@@ -21,6 +21,7 @@ refused by :func:`refused_loop_run` before the run starts.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 
 __all__ = ["await_loop_runs", "loop_run_names", "refused_loop_run"]
@@ -34,19 +35,37 @@ def loop_run_names(tree: ast.Module) -> frozenset[str]:
     """The dotted names under which ``tree`` (a whole script) calls ``asyncio.run``."""
     names: set[str] = set()
     bare: set[str] = set()
-    rebound: set[str] = set()
-    for node in ast.walk(tree):
+    for node in _statements(tree.body):  # imports are statements: no need to see expressions
         if isinstance(node, ast.Import):
             names.update(f"{a.asname or a.name}.run" for a in node.names if a.name == "asyncio")
         elif isinstance(node, ast.ImportFrom) and node.module == "asyncio" and not node.level:
             bare.update(a.asname or a.name for a in node.names if a.name == "run")
-        elif isinstance(node, ast.ImportFrom):
-            rebound.update(a.asname or a.name for a in node.names)
-        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store | ast.Del):
-            rebound.add(node.id)
-        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            rebound.add(node.name)
+    if not bare:
+        return frozenset(names)
+    rebound: set[str] = set()  # a bare name the script binds again is not asyncio.run
+    for part in ast.walk(tree):
+        if isinstance(part, ast.ImportFrom) and not (part.module == "asyncio" and not part.level):
+            rebound.update(a.asname or a.name for a in part.names)
+        elif isinstance(part, ast.Name) and isinstance(part.ctx, ast.Store | ast.Del):
+            rebound.add(part.id)
+        elif isinstance(part, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            rebound.add(part.name)
     return frozenset(names | (bare - rebound))
+
+
+def _statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """Every statement in ``body``, at any depth (in blocks, handlers, cases, functions)."""
+    for statement in body:
+        yield statement
+        for value in statement.__dict__.values():
+            if not isinstance(value, list) or not value:
+                continue
+            first = value[0]
+            if isinstance(first, ast.stmt):
+                yield from _statements(value)
+            elif isinstance(first, ast.excepthandler | ast.match_case):
+                for part in value:
+                    yield from _statements(part.body)
 
 
 def await_loop_runs(tree: ast.Module, names: frozenset[str]) -> ast.Module:
@@ -60,8 +79,20 @@ def await_loop_runs(tree: ast.Module, names: frozenset[str]) -> ast.Module:
     return tree
 
 
-def refused_loop_run(tree: ast.Module, names: frozenset[str]) -> tuple[int, str] | None:
-    """The line and the reason of the first ``asyncio.run`` call that cannot become an await."""
+def refused_loop_run(
+    tree: ast.Module, names: frozenset[str], source: str | None = None
+) -> tuple[int, str] | None:
+    """The line and the reason of the first ``asyncio.run`` call that cannot become an await.
+
+    ``source``: the text of ``tree``; an ASCII text without the word a call must spell
+    (``run`` of ``asyncio.run``, a bare name) has no such call, and is not walked.
+    """
+    if not names:
+        return None
+    if source is not None and source.isascii():
+        words = "|".join(re.escape(name.rpartition(".")[2]) for name in names)
+        if re.search(rf"\b(?:{words})\b", source) is None:
+            return None
     for call in _calls(tree, names):
         shown = ast.unparse(call.func)
         if len(call.args) != 1 or isinstance(call.args[0], ast.Starred):
