@@ -57,16 +57,16 @@ def read_script(path: Path) -> str:
         raise ProgramError(
             f"{path}:{line}: {TOO_DEEP}", path=str(path), line=line or None
         ) from None
+    global _last_read
     with room_to_walk(source):  # its walk recurses per level
-        _refuse_loop_start(tree, path, source)
+        names = loop_run_names(tree)
+        _refuse_loop_start(tree, names, path, source)
+    _last_read = (source, names)  # what the run about to start asks for next
     return source
 
 
-def _refuse_loop_start(tree: ast.Module, path: Path, source: str) -> None:
+def _refuse_loop_start(tree: ast.Module, names: frozenset[str], path: Path, source: str) -> None:
     """An ``asyncio.run`` call that cannot run as an await of its coroutine is refused."""
-    global _last_read
-    names = loop_run_names(tree)
-    _last_read = (source, names)  # what the run about to start asks for next
     refused = refused_loop_run(tree, names, source)
     if refused is not None:
         line, reason = refused

@@ -213,12 +213,11 @@ class CheckpointPickler(cloudpickle.Pickler):  # type: ignore[misc]
                 return self._emit(("r", obj.__qualname__))
         return None
 
-    def begin_dump(self) -> None:
-        """Before each pickle: the reducers registered with us are looked up again."""
-        self.plain.clear()
-
     def clear_memo(self) -> None:
+        """After each pickle: its memo, its sets, and the types it found plain (the reducers
+        registered with us are looked up again by the next)."""
         super().clear_memo()
+        self.plain.clear()
         if self.sets is not None:
             self.sets.clear()
 

@@ -276,7 +276,6 @@ class Snapshotter(BlobKeeper):
         buffer.write(codec)
         self._referenced = set()
         p.ns, p.pids, p.by_name = ns, pids, by_name
-        p.begin_dump()
         ends = []
         try:
             for obj in objs:
