@@ -22,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import resumable
-from resumable.durability.capture import blobs
+from resumable.durability.capture import blobs, pickling
 from resumable.durability.capture.snapshot import (
     Capture,
     CheckpointWarning,
@@ -682,6 +682,45 @@ def test_a_new_process_resumes_functions_classes_submodules_and_blobs(tmp_path: 
     )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout) == ["hello ann #1", 1, "doc", 5000, True, "hello bob #2"]
+
+
+class _ModuleAsWritten:
+    """A module reference as a checkpoint names it: the module and its loaded submodules."""
+
+    def __init__(self, submodules: object) -> None:
+        self.submodules = submodules
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (pickling._make_module, ("xml", self.submodules))
+
+
+@pytest.mark.parametrize(
+    "submodules",
+    [
+        pytest.param("xml.dom xml.dom.minidom", id="one string"),
+        pytest.param(("xml.dom", "xml.dom.minidom"), id="a tuple, as written before"),
+    ],
+)
+def test_a_module_comes_back_with_its_submodules(submodules: object) -> None:
+    data = pickle.dumps(_ModuleAsWritten(submodules))
+    script = f"""
+        import pickle, sys
+        assert "xml.dom.minidom" not in sys.modules
+        module = pickle.loads({data!r})
+        print(module.dom.minidom.parseString("<doc/>").documentElement.tagName)
+    """
+    src = str(Path(resumable.__file__).parents[1])
+    env = {**os.environ, "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "doc\n"
 
 
 # -- lost variables --------------------------------------------------------------------------

@@ -67,7 +67,7 @@ class PickleOwner(Protocol):
 
     def blob_pid(self, obj: Any, cls: type) -> tuple[str, str]: ...
 
-    def submodules(self, name: str) -> tuple[str, ...]: ...
+    def submodules(self, name: str) -> str: ...
 
     def read_blob(self, digest: str, load_blob: Callable[[str], bytes]) -> Any: ...
 
@@ -99,9 +99,12 @@ def _fill_cell(cell: types.CellType, state: tuple[Any]) -> None:
     cell.cell_contents = state[0]
 
 
-def _make_module(name: str, submodules: tuple[str, ...]) -> types.ModuleType:
+def _make_module(name: str, submodules: str | tuple[str, ...]) -> types.ModuleType:
+    """The module ``name`` with the submodules it had loaded: one string of their names
+    separated by spaces (a tuple in checkpoints written before: one object to pickle
+    instead of one per name, and a package such as ``asyncio`` has some thirty)."""
     module = importlib.import_module(name)
-    for sub in submodules:
+    for sub in submodules.split() if isinstance(submodules, str) else submodules:
         # It was loaded in the first process; if it cannot be now, attribute access will say so.
         with contextlib.suppress(ImportError):
             importlib.import_module(sub)

@@ -141,7 +141,7 @@ class Snapshotter(BlobKeeper):
         self._buffer = io.BytesIO()
         super().__init__(reducers)
         self._lost: dict[str, tuple[object, str, bool]] = {}  # name -> (value, reason, intrinsic)
-        self._submodule_cache: dict[str, tuple[int, tuple[str, ...]]] = {}
+        self._submodule_cache: dict[str, tuple[int, str]] = {}
         # Functions and classes saved as module + name, so they are looked up once (kept alive).
         self.by_reference: dict[int, object] = {}
         self._pickler = CheckpointPickler(self, self._buffer)
@@ -372,8 +372,9 @@ class Snapshotter(BlobKeeper):
                     stacklevel=3,
                 )
 
-    def submodules(self, name: str) -> tuple[str, ...]:
-        """Submodules loaded under ``name`` and bound on their parent (``import a.b`` binds ``a``)."""
+    def submodules(self, name: str) -> str:
+        """Submodules loaded under ``name`` and bound on their parent (``import a.b`` binds
+        ``a``), their names separated by spaces."""
         cached = self._submodule_cache.get(name)
         if cached is not None and cached[0] == len(sys.modules):
             return cached[1]
@@ -385,6 +386,6 @@ class Snapshotter(BlobKeeper):
                 holder = sys.modules.get(parent)
                 if holder is not None and vars(holder).get(attr) is module:
                     found.append(full)
-        result = tuple(sorted(found))
+        result = " ".join(sorted(found))
         self._submodule_cache[name] = (len(sys.modules), result)
         return result
