@@ -167,11 +167,13 @@ def test_stmt_shape_reports_one_fsync_per_statement_against_raw_appends(
     data = run_bench(tmp_path, "stmt-shape", "--way", way)
     assert data["benchmark"] == "stmt-shape"
     assert data["way"] == way
-    durable, raw = data["rows"]
+    durable, distinct, raw = data["rows"]
     assert durable["median us"] > 0
+    assert distinct["median us"] > 0
     assert raw["median us"] > 0
     assert data["fsyncs per statement"] == 1.0
     assert data["ratio median"] > 0
+    assert data["ratio median, new sources"] > 0
 
 
 def test_group_commit_shares_commits_between_concurrent_tasks(tmp_path: Path) -> None:
