@@ -20,7 +20,6 @@ Either way a boundary is durable before anything the run does outside the proces
 from __future__ import annotations
 
 import random
-import statistics
 import time
 
 __all__ = ["PERIOD", "PROBE", "SyncChoice"]
@@ -68,4 +67,6 @@ class SyncChoice:
         background, inline = self._times[True], self._times[False]
         if not background or not inline:
             return True
+        import statistics  # once a measuring: a fresh run of a few statements never gets here
+
         return statistics.median(background) <= statistics.median(inline)
