@@ -22,7 +22,6 @@ from resumable.durability.replay.interleaving import replay_order
 from resumable.durability.replay.journal import FrameRecorder
 from resumable.durability.runs.kinds import register_driver
 from resumable.durability.runs.progress import RunProgress
-from resumable.durability.runs.recovery import line_at
 from resumable.durability.runs.session import RunOutcome, RunSession, new_run_id, store_for
 from resumable.errors import CodeError, ProgramError
 from resumable.exec.depth import room_to_parse, room_to_walk
@@ -173,7 +172,8 @@ async def drive_script(
         loop_runs=_loop_runs(source),
     )
     start, offset = frame.resume_point()[1:]
-    executor.start_response(offset=offset, line=line_at(source, offset), index=start)
+    line = source.count("\n", 0, offset) + 1  # the offset's, as recovery.line_at counts it
+    executor.start_response(offset=offset, line=line, index=start)
     if session.meta.status != "running":
         await session.set_status("running")
     with output.installed(), files.installed(), _program_argv(state.program):

@@ -13,7 +13,7 @@ import time
 import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from resumable.config import Config, DurabilitySettings
 from resumable.durability.capture.snapshot import Snapshotter
@@ -26,7 +26,6 @@ from resumable.durability.log.run_state import FrameState, RunState
 from resumable.durability.log.stopping import crash_after_from_env
 from resumable.durability.log.store_faults import store_failed
 from resumable.durability.runs import control, interrupts, owners
-from resumable.durability.runs.recovery import LoadedRun, RunLoader
 from resumable.errors import (
     ConfigError,
     DecryptionError,
@@ -40,6 +39,9 @@ from resumable.errors import (
 from resumable.store import open_store
 from resumable.store.base import CREATOR, CheckpointStore, Lease, RunMeta, RunStatus
 from resumable.store.common import check_run_id
+
+if TYPE_CHECKING:
+    from resumable.durability.runs.recovery import LoadedRun
 
 
 def new_run_id() -> str:
@@ -206,6 +208,8 @@ class RunSession:
         meta = await store.get_meta(run_id)
         control.refuse_cancelled(meta)
         control.refuse_unfinished_fork(meta)
+        from resumable.durability.runs.recovery import RunLoader  # a new run reads no log
+
         coordinator = RunLoader(store, codec)
         loss: Literal["refuse", "accept"] = "accept" if accept_loss else "refuse"
         skipped: list[str] | None = None

@@ -41,7 +41,7 @@ import os
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Literal, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Self, TypeVar
 
 from resumable.errors import ConfigError, StoreError, StoreUnavailableError, UsageError
 from resumable.store.base import Lease, ReadResult, RunMeta, RunSummary, StoredRecord, check_seqs
@@ -60,7 +60,9 @@ from resumable.store.filesystem.segments import (
 )
 from resumable.store.filesystem.sync_choice import SyncChoice
 from resumable.store.heads import write_head
-from resumable.store.holes import LogExtent
+
+if TYPE_CHECKING:
+    from resumable.store.holes import LogExtent
 
 __all__ = ["HEADER_BYTES", "FileStore", "encode_frames", "scan_frames"]
 
@@ -240,6 +242,8 @@ class FileStore(RunFolders, ClosedOnExit):
         return await self._io(self._log_extent, self._run_dir(run_id))
 
     def _log_extent(self, run_dir: Path) -> LogExtent:
+        from resumable.store.holes import LogExtent  # only resume and inspection count the log
+
         result = self._read(run_dir, 0)
         floor = read_floor(run_dir)  # after the log: a prune raises it before dropping
         seqs = [r.seq for r in result.records]
