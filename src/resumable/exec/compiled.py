@@ -24,8 +24,8 @@ from __future__ import annotations
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
 from types import CodeType
+from typing import NamedTuple
 
 __all__ = ["TEMPLATE_INDEX", "TEMPLATE_LINE", "CompiledStatements"]
 
@@ -86,8 +86,7 @@ class CompiledStatements:
             self._sources[key] = template
 
 
-@dataclass(frozen=True, slots=True)
-class _Entry:
+class _Entry(NamedTuple):
     """A line-table entry whose line delta changes when the statement moves."""
 
     length: int

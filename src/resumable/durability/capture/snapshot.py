@@ -26,8 +26,7 @@ import pickle
 import sys
 import warnings
 from collections.abc import Callable, Container, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from resumable.durability.capture.blobs import BlobKeeper
 from resumable.durability.capture.live_frames import LiveFrame
@@ -102,8 +101,7 @@ def _unpicklable_reason(value: object, culprit: object, exc: BaseException) -> s
     return text
 
 
-@dataclass(frozen=True, slots=True)
-class Pickled:
+class Pickled(NamedTuple):
     """One pickled await result: codec-tagged pickle plus the blobs it references."""
 
     data: bytes
@@ -111,8 +109,7 @@ class Pickled:
     blobs: frozenset[str]
 
 
-@dataclass(frozen=True, slots=True)
-class Capture:
+class Capture(NamedTuple):
     """A pickled namespace; ``lost`` maps the variables left out to why they were."""
 
     data: bytes

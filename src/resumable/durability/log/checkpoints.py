@@ -75,15 +75,6 @@ class CheckpointPolicy:
     after_checkpoint: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class _Syncing:
-    """A boundary batch written to the store, its fsync running; what settle() finishes."""
-
-    append: AppendInProgress
-    records: list[Record]
-    info: CheckpointInfo | None
-
-
 class CheckpointManager(StopsOnStoreFaults):
     """Writes a run's records durably, in order, under its lease."""
 
@@ -127,8 +118,9 @@ class CheckpointManager(StopsOnStoreFaults):
         self.tasks: set[asyncio.Task[Any]] = set()
         """Tasks the program spawned that are still running, in every frame."""
         self._begin = store.begin_append if isinstance(store, BeginsAppends) else None
-        self._syncing: _Syncing | None = None
-        """The boundary batch whose fsync runs while the program goes on (see settle)."""
+        self._syncing: tuple[AppendInProgress, list[Record], CheckpointInfo | None] | None = None
+        """The boundary batch whose fsync runs while the program goes on, as settle() finishes
+        it: the append, its records and what the hooks are told."""
         self.lease_seconds = 30.0  # what a renewal of a lease that expires asks for
 
     # -- writing records --------------------------------------------------------------
@@ -259,11 +251,12 @@ class CheckpointManager(StopsOnStoreFaults):
             return
         self._check_store()
         self._syncing = None
+        append, records, info = syncing
         try:
-            syncing.append.wait()
+            append.wait()
         except StoreError as exc:
             raise self._failed(exc) from exc
-        self._durable(syncing.records, None, syncing.info)
+        self._durable(records, None, info)
 
     async def _flush(self, *, background: bool = False) -> None:
         """Make the buffer durable, or wait for the append in progress that carries it.
@@ -324,7 +317,7 @@ class CheckpointManager(StopsOnStoreFaults):
                 raise self._failed(exc) from exc
             if append is not None:
                 self._since_snapshot += len(batch)
-                self._syncing = _Syncing(append, records, info)
+                self._syncing = (append, records, info)
                 if not background:
                     self._settle()
                 return records[-1].kind

@@ -20,8 +20,8 @@ import secrets
 import struct
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from resumable.store.base import ReadResult, StoredRecord
 
@@ -49,8 +49,7 @@ def encode_frames(records: Sequence[StoredRecord]) -> bytes:
     return b"".join(parts)
 
 
-@dataclass(slots=True)
-class _Scan:
+class _Scan(NamedTuple):
     records: list[StoredRecord]
     end: int
     """Offset just past the last complete batch."""
