@@ -1,20 +1,17 @@
 """Settings: ``playbooks.toml`` plus environment overrides, as frozen dataclasses.
 
 ``settings`` holds the dataclasses; ``loading`` finds, reads and validates the file; ``files``
-locates it, and finds a store's key before the settings load (for the launcher). The names
-below are imported on first use: the launcher imports ``files`` without the dataclasses.
+locates it, and finds a store's key before the settings load (for the launcher); ``described``
+tells every setting, for the docs and the example file. The names below are imported on first
+use: the launcher imports ``files`` without the dataclasses.
 """
 
 _TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy reads it so)
 
 if _TYPE_CHECKING:
+    from resumable.config.described import SettingInfo, describe_settings, render_example
     from resumable.config.files import CONFIG_ENV, CONFIG_FILE
-    from resumable.config.loading import (
-        SettingInfo,
-        describe_settings,
-        load_config,
-        render_example,
-    )
+    from resumable.config.loading import load_config
     from resumable.config.settings import (
         Config,
         DurabilitySettings,
@@ -38,10 +35,10 @@ __all__ = [
 _WHERE = {
     "CONFIG_ENV": "files",
     "CONFIG_FILE": "files",
-    "SettingInfo": "loading",
-    "describe_settings": "loading",
+    "SettingInfo": "described",
+    "describe_settings": "described",
     "load_config": "loading",
-    "render_example": "loading",
+    "render_example": "described",
     "Config": "settings",
     "DurabilitySettings": "settings",
     "LLMSettings": "settings",
