@@ -19,7 +19,6 @@ import os
 import queue
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,22 +39,42 @@ def _held_lock() -> _thread.LockType:
     return lock
 
 
-@dataclass(slots=True, eq=False)
 class FsyncInProgress:
     """A segment's fsync, then its head update, running on the syncer thread."""
 
-    fd: int
-    directory: Path | None
-    """The segment's folder, fsynced too when the segment is new."""
-    head: tuple[int, Path]
-    """The head file (fd, path), written with ``seq`` once the segment is durable."""
-    seq: int
-    failure: Failure
-    data_only: bool = False
-    """``fdatasync`` (a preallocated segment written in place) rather than ``fsync``."""
-    _error: BaseException | None = None
-    _finished: bool = False
-    _done: _thread.LockType = field(default_factory=_held_lock)
+    __slots__ = (
+        "_done",
+        "_error",
+        "_finished",
+        "data_only",
+        "directory",
+        "failure",
+        "fd",
+        "head",
+        "seq",
+    )
+
+    def __init__(
+        self,
+        fd: int,
+        directory: Path | None,
+        head: tuple[int, Path],
+        seq: int,
+        failure: Failure,
+        data_only: bool = False,
+    ) -> None:
+        self.fd = fd
+        self.directory = directory
+        """The segment's folder, fsynced too when the segment is new."""
+        self.head = head
+        """The head file (fd, path), written with ``seq`` once the segment is durable."""
+        self.seq = seq
+        self.failure = failure
+        self.data_only = data_only
+        """``fdatasync`` (a preallocated segment written in place) rather than ``fsync``."""
+        self._error: BaseException | None = None
+        self._finished = False
+        self._done = _held_lock()
 
     def run(self) -> None:
         """On the syncer thread: make the segment durable, then move the head up to it."""

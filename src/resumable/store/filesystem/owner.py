@@ -11,7 +11,6 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 from resumable.errors import RunBusyError
@@ -19,23 +18,38 @@ from resumable.store.filesystem.background_fsync import FsyncInProgress
 from resumable.store.filesystem.preallocate import open_segment_file, release_tail
 
 
-@dataclass(slots=True)
 class OwnedRun:
     """A run this store object owns: its lock, epoch, and the segment being appended to."""
 
-    lock_fd: int
-    head_fd: int
-    epoch: int
-    last_seq: int
-    log_dir: Path
-    fd: int = -1
-    segment: Path | None = None
-    size: int = 0
-    """Where the segment's next frame goes (the end of its last complete batch)."""
-    capacity: int = 0
-    """The size the segment is preallocated to; 0 when it is appended to and fsynced."""
-    syncing: FsyncInProgress | None = None
-    """The last batch's fsync, while it runs on the syncer thread (``FileStore.begin_append``)."""
+    __slots__ = (
+        "capacity",
+        "epoch",
+        "fd",
+        "head_fd",
+        "last_seq",
+        "lock_fd",
+        "log_dir",
+        "segment",
+        "size",
+        "syncing",
+    )
+
+    def __init__(
+        self, lock_fd: int, head_fd: int, epoch: int, last_seq: int, log_dir: Path
+    ) -> None:
+        self.lock_fd = lock_fd
+        self.head_fd = head_fd
+        self.epoch = epoch
+        self.last_seq = last_seq
+        self.log_dir = log_dir
+        self.fd = -1
+        self.segment: Path | None = None
+        self.size = 0
+        """Where the segment's next frame goes (the end of its last complete batch)."""
+        self.capacity = 0
+        """The size the segment is preallocated to; 0 when it is appended to and fsynced."""
+        self.syncing: FsyncInProgress | None = None
+        """The last batch's fsync, while it runs on the syncer thread (``FileStore.begin_append``)."""
 
     def write(self, frames: bytes, first_seq: int) -> bool:
         """Write a framed batch at the segment's end; True if it opened a new segment.
