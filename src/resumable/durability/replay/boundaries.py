@@ -12,7 +12,6 @@ or object was made (see ``docs/durability.md``, Resume).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Collection
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from resumable.durability.capture.live_frames import LiveFrame
@@ -26,19 +25,38 @@ if TYPE_CHECKING:
 __all__ = ["Boundaries"]
 
 
-@dataclass(slots=True)
 class Boundaries:
     """Writes the boundary records of one frame's statements."""
 
-    manager: RecordWriter
-    frame_id: str
-    namespace: dict[str, Any]
-    snapshotter: Snapshotter
-    exclude: Collection[str]
-    extras: Callable[[], Awaitable[dict[str, Any]]] | None
-    """Run-level state to carry in the same record (e.g. agent-wide state)."""
-    _last_ns: bytes | None = field(default=None, init=False)
-    _names_recorded: int = field(default=0, init=False)
+    __slots__ = (
+        "_last_ns",
+        "_names_recorded",
+        "exclude",
+        "extras",
+        "frame_id",
+        "manager",
+        "namespace",
+        "snapshotter",
+    )
+
+    def __init__(
+        self,
+        manager: RecordWriter,
+        frame_id: str,
+        namespace: dict[str, Any],
+        snapshotter: Snapshotter,
+        exclude: Collection[str],
+        extras: Callable[[], Awaitable[dict[str, Any]]] | None,
+    ) -> None:
+        self.manager = manager
+        self.frame_id = frame_id
+        self.namespace = namespace
+        self.snapshotter = snapshotter
+        self.exclude = exclude
+        self.extras = extras
+        """Run-level state to carry in the same record (e.g. agent-wide state)."""
+        self._last_ns: bytes | None = None
+        self._names_recorded = 0
 
     def previous(self, data: bytes | None, task_names: int) -> None:
         """What the log already holds: an unchanged namespace or task count is not rewritten."""

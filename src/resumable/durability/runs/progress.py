@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 Listener = Callable[[str, dict[str, Any]], None]
@@ -19,22 +18,22 @@ CHARS_PER_TOKEN = 4
 """Tokens of text still streaming are estimated; a finished turn counts what the provider billed."""
 
 
-@dataclass
 class RunProgress:
     """The counters of one run, updated by its driver as it goes."""
 
-    listener: Listener | None = None
-    run_id: str = ""
-    playbook: str = ""
-    frame: str = ""
-    turn: int = 0
-    statements: int = 0
-    checkpoints: int = 0
-    turns: int = 0
-    retries: int = 0
-    started: float = field(default_factory=time.monotonic)
-    _billed: int = 0
-    _streaming: int = 0
+    def __init__(self, listener: Listener | None = None) -> None:
+        self.listener = listener
+        self.run_id = ""
+        self.playbook = ""
+        self.frame = ""
+        self.turn = 0
+        self.statements = 0
+        self.checkpoints = 0
+        self.turns = 0
+        self.retries = 0
+        self.started = time.monotonic()
+        self._billed = 0
+        self._streaming = 0
 
     @property
     def tokens(self) -> int:

@@ -13,7 +13,7 @@ import time
 import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from resumable.config import Config, DurabilitySettings
 from resumable.durability.capture.snapshot import Snapshotter
@@ -359,8 +359,7 @@ def _snapshotter(settings: DurabilitySettings) -> Snapshotter:
     return Snapshotter(blob_threshold=settings.blob_threshold_bytes, process_state=True)
 
 
-@dataclass(frozen=True, slots=True)
-class RunOutcome:
+class RunOutcome(NamedTuple):
     """How a run (or one process's part of it) ended."""
 
     run_id: str
