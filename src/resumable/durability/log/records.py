@@ -23,11 +23,10 @@ import hashlib
 import hmac
 import zlib
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import msgpack
 
-from resumable.durability.log.crypto import Cipher
 from resumable.errors import (
     CorruptRecordError,
     DecryptionError,
@@ -35,6 +34,9 @@ from resumable.errors import (
     RecordTooLargeError,
     RecordVersionError,
 )
+
+if TYPE_CHECKING:
+    from resumable.durability.log.crypto import Cipher
 
 SCHEMA_VERSION = 1
 """Version of the envelope (its keys and their meaning)."""

@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING
 
 from resumable.durability.log.run_state import FrameState, Position
 from resumable.durability.replay.divergence import never_reached
-from resumable.durability.replay.order import ReplayOrder
 from resumable.durability.replay.recording import legacy_leaves
 from resumable.durability.replay.scopes import RUN_AGAIN
 
 if TYPE_CHECKING:
     from resumable.durability.log.writer import RecordWriter
+    from resumable.durability.replay.order import ReplayOrder
 
 __all__ = ["Interleaving", "replay_order"]
 
@@ -44,7 +44,11 @@ def replay_order(frames: Iterable[FrameState]) -> ReplayOrder | None:
         frame_id, index, site = sites[seq]
         return never_reached(frame_id, index, site, seq, waiting)
 
-    return ReplayOrder(sites, stuck) if sites else None
+    if not sites:  # a new run: nothing to answer
+        return None
+    from resumable.durability.replay.order import ReplayOrder
+
+    return ReplayOrder(sites, stuck)
 
 
 class Interleaving:

@@ -46,7 +46,6 @@ from resumable.durability.replay.divergence import site_changed, site_missed
 from resumable.durability.replay.fast_forward import journaled_iterator
 from resumable.durability.replay.generations import Generations
 from resumable.durability.replay.interleaving import Interleaving
-from resumable.durability.replay.order import ReplayOrder
 from resumable.durability.replay.recording import NEW_MODEL, discard, legacy_leaves, record_value
 from resumable.durability.replay.task_exit import TaskExits
 from resumable.errors import CodeError
@@ -57,6 +56,7 @@ from resumable.exec.streaming import Statement
 if TYPE_CHECKING:
     from resumable.durability.capture.snapshot import Snapshotter
     from resumable.durability.log.writer import RecordWriter
+    from resumable.durability.replay.order import ReplayOrder
 
 T = TypeVar("T")
 

@@ -18,13 +18,15 @@ from __future__ import annotations
 import asyncio
 import contextvars
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from resumable.durability.effects.keys import in_flight
 from resumable.durability.effects.tasks import Key, TaskCursor, set_cursor
 from resumable.durability.log.run_state import AwaitEntry
-from resumable.durability.replay.order import ReplayOrder
 from resumable.exec.hooks import program_cursor
+
+if TYPE_CHECKING:
+    from resumable.durability.replay.order import ReplayOrder
 
 __all__ = [
     "RUN_AGAIN",

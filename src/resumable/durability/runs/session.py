@@ -20,7 +20,6 @@ from resumable.durability.capture.snapshot import Snapshotter
 from resumable.durability.effects import nondeterminism
 from resumable.durability.log import hashseed
 from resumable.durability.log.checkpoints import CheckpointManager, CheckpointPolicy, load_hook
-from resumable.durability.log.crypto import Cipher
 from resumable.durability.log.records import Record, RecordCodec
 from resumable.durability.log.run_state import FrameState, RunState
 from resumable.durability.log.stopping import crash_after_from_env
@@ -71,6 +70,8 @@ async def codec_for(
                 "export the key (resumable init prints a new one) or set encrypt = false",
                 key="durability.encryption_key_env",
             )
+        from resumable.durability.log.crypto import Cipher  # only an encrypted run needs it
+
         cipher = Cipher.from_key(secret, source=settings.encryption_key_env)
     return RecordCodec(
         key,
