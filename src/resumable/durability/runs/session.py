@@ -12,7 +12,7 @@ import secrets
 import time
 import warnings
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from resumable.config import Config, DurabilitySettings
@@ -92,27 +92,37 @@ def policy_for(settings: DurabilitySettings) -> CheckpointPolicy:
     )
 
 
-@dataclass
 class RunSession:
     """Everything needed to write a run; use :meth:`create` or :meth:`attach`."""
 
-    store: CheckpointStore
-    codec: RecordCodec
-    lease: Lease
-    manager: CheckpointManager
-    snapshotter: Snapshotter
-    meta: RunMeta
-    problems: list[str]
-    resumed: bool
-    heartbeat: asyncio.Task[None] | None = None
-    closed: bool = False
-    cancel_reason: str | None = None
-    """Set once the run was cancelled while this process drove it (see ``control.py``)."""
-    watcher: asyncio.Task[None] | None = None
-    hash_mismatch: str | None = None
-    """Why set order may differ from the run's, kept by ``attach(hash_warning=False)``."""
-    interrupted: str | None = None
-    """Why this process stopped the run in order (a signal, its store): listed so."""
+    def __init__(
+        self,
+        store: CheckpointStore,
+        codec: RecordCodec,
+        lease: Lease,
+        manager: CheckpointManager,
+        snapshotter: Snapshotter,
+        meta: RunMeta,
+        problems: list[str],
+        resumed: bool,
+    ) -> None:
+        self.store = store
+        self.codec = codec
+        self.lease = lease
+        self.manager = manager
+        self.snapshotter = snapshotter
+        self.meta = meta
+        self.problems = problems
+        self.resumed = resumed
+        self.heartbeat: asyncio.Task[None] | None = None
+        self.closed = False
+        self.cancel_reason: str | None = None
+        """Set once the run was cancelled while this process drove it (see ``control.py``)."""
+        self.watcher: asyncio.Task[None] | None = None
+        self.hash_mismatch: str | None = None
+        """Why set order may differ from the run's, kept by ``attach(hash_warning=False)``."""
+        self.interrupted: str | None = None
+        """Why this process stopped the run in order (a signal, its store): listed so."""
 
     @property
     def run_id(self) -> str:
