@@ -124,7 +124,7 @@ async def _run_plainly(
             "pipe the answers in or set enabled = true",
             path=str(path),
         )
-    return replace(outcome, run_id="")
+    return outcome._replace(run_id="")
 
 
 async def drive_playbook(
