@@ -164,8 +164,22 @@ def test_a_plain_exec_runs_without_the_command_lines_libraries(
     tmp_path: Path, options: list[str]
 ) -> None:
     """typer, rich and the other commands are not loaded for a plain ``exec`` off a terminal
-    (rich is for the status line, drawn on a terminal only): they are a fifth of its start."""
+    (rich is for the status line, drawn on a terminal only): they are a fifth of its start.
+    Nor is what a new run of one statement does not use: the run loader and the replay order
+    (a resume's), the cipher (an encrypted run's), the settings' descriptions (``init``'s),
+    statistics (the store's fsync choice, made 64 boundaries in)."""
     (tmp_path / "s.py").write_text("print('hi')\n", encoding="utf-8")
+    names = (
+        "typer",
+        "rich",
+        "resumable.cli.inspecting",
+        "resumable.durability.runs.recovery",
+        "resumable.durability.replay.order",
+        "resumable.durability.log.crypto",
+        "resumable.store.holes",
+        "resumable.config.described",
+        "statistics",
+    )
     probe = (
         "import sys\n"
         f"sys.argv = ['resumable', 'exec', 's.py', *{options!r}]\n"
@@ -174,7 +188,7 @@ def test_a_plain_exec_runs_without_the_command_lines_libraries(
         "    main()\n"
         "except SystemExit:\n"
         "    pass\n"
-        "print(sorted(m for m in ('typer', 'rich', 'resumable.cli.inspecting') if m in sys.modules))"
+        f"print(sorted(m for m in {names!r} if m in sys.modules))"
     )
     env = {**os.environ, "PYTHONHASHSEED": "0"}  # no start again with the store's seed
     done = subprocess.run(
