@@ -630,6 +630,23 @@ def test_modules_are_stored_by_name() -> None:
     assert into["osp"] is sys.modules["os.path"]
 
 
+def in_new_process(script: str) -> subprocess.CompletedProcess[str]:
+    """Run ``script`` (indented, dedented here) in a new interpreter with this resumable;
+    it must exit 0."""
+    src = str(Path(resumable.__file__).parents[1])
+    env = {**os.environ, "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    return out
+
+
 def test_a_new_process_resumes_functions_classes_submodules_and_blobs(tmp_path: Path) -> None:
     ns = program(
         """
@@ -670,17 +687,7 @@ def test_a_new_process_resumes_functions_classes_submodules_and_blobs(tmp_path: 
             type(value) is ns["Greeter"], value.greet("bob"),
         ]))
     """
-    src = str(Path(resumable.__file__).parents[1])
-    env = {**os.environ, "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    out = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(script)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-        check=False,
-    )
-    assert out.returncode == 0, out.stderr
+    out = in_new_process(script)
     assert json.loads(out.stdout) == ["hello ann #1", 1, "doc", 5000, True, "hello bob #2"]
 
 
@@ -709,17 +716,7 @@ def test_a_module_comes_back_with_its_submodules(submodules: object) -> None:
         module = pickle.loads({data!r})
         print(module.dom.minidom.parseString("<doc/>").documentElement.tagName)
     """
-    src = str(Path(resumable.__file__).parents[1])
-    env = {**os.environ, "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    out = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(script)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-        check=False,
-    )
-    assert out.returncode == 0, out.stderr
+    out = in_new_process(script)
     assert out.stdout == "doc\n"
 
 
