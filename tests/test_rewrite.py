@@ -1152,6 +1152,43 @@ def test_functions_the_program_defines_say_when_they_start() -> None:
     assert calls == ["entered"] * 4
 
 
+def test_a_generator_says_when_it_resumes_or_runs_a_handler() -> None:
+    """A generator resumed by library code runs the program again without starting: each
+    resumption after a yield, and a ``finally`` or handler reached by an exception thrown in
+    at the yield (``close()``, ``aclose()``), marks that program code ran."""
+    source = (
+        "def g(log):\n"
+        "    try:\n"
+        "        x = yield 1\n"
+        "        log.append(x)\n"
+        "        yield 2\n"
+        "    except ValueError:\n"
+        "        log.append('handled')\n"
+        "        yield 3\n"
+        "    finally:\n"
+        "        log.append('finally')\n"
+    )
+    calls: list[str] = []
+
+    class Counting(DirectHook):
+        def entered(self) -> None:
+            calls.append("entered")
+
+    namespace: dict[str, Any] = {HOOK_NAME: Counting()}
+    exec(compile(rewrite_source(source), "<response>", "exec"), namespace)
+    log: list[str] = []
+    generator = namespace["g"](log)
+    assert next(generator) == 1
+    assert calls == ["entered"]  # the start
+    assert generator.send("sent") == 2
+    assert calls == ["entered"] * 2  # resumed after yield 1
+    assert generator.throw(ValueError) == 3
+    assert calls == ["entered"] * 3  # the handler
+    generator.close()  # GeneratorExit at yield 3: the finally runs
+    assert calls == ["entered"] * 4
+    assert log == ["sent", "handled", "finally"]
+
+
 def test_without_marks_the_rewrite_adds_no_entry_call() -> None:
     tree = rewrite_source("def f():\n    return 1\n", mark_entries=False)
     assert "entered" not in ast.unparse(tree)

@@ -1,7 +1,7 @@
 """The replay corpus: each program under resumable equals plain CPython, killed or not.
 
 Clean runs of every program, and a deterministic sample of crash points per program
-(plus every point of one program); ``scripts/replay_sweep.py`` kills every program
+(plus every point of two programs); ``scripts/replay_sweep.py`` kills every program
 after every record.
 """
 
@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 from tests.replay import harness
 
-ALL_POINTS = "exit_error.py"
+ALL_POINTS = ("exit_error.py", "library_generators.py")
+"""Killed after every record: a generator the library resumes (``aclosing``'s ``aclose()``)
+must be made again wherever the kill lands, not only at the sampled points."""
 
 
 def _points(program: str, records: int) -> list[int]:
@@ -39,7 +41,7 @@ def test_clean_and_crashed_runs_equal_cpython(tmp_path: Path, program: str) -> N
     got, records = harness.clean(tmp_path, program)
     _same(expected, got, "clean run")
     assert "Traceback" not in got.stderr or expected.code != 0
-    points = range(1, records + 1) if program == ALL_POINTS else _points(program, records)
+    points = range(1, records + 1) if program in ALL_POINTS else _points(program, records)
     for point in points:
         crashed = harness.crashed(tmp_path, program, point)
         _same(expected, crashed, f"killed after record {point} and resumed")

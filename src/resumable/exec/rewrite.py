@@ -16,6 +16,10 @@ journal can tell a library await that ran program code from one that did not::
     def f(...): BODY           ->  def f(...): __resumable__.entered(); BODY   (after a docstring)
     lambda ...: EXPR           ->  lambda ...: __resumable__.entered() or EXPR
 
+and a generator says when it runs again without starting (a library may resume it): after
+each statement that holds a ``yield``, and first in every handler and ``finally`` of a ``try``
+that holds one (see ``_AwaitRouter._resumed``).
+
 No await is added or removed and no scope, temporary name or thunk is introduced, so evaluation
 order, scoping (walrus, class bodies, comprehensions) and the compiler's own errors (``'await'
 outside async function``) are those of the original. Each new node takes the position the
@@ -92,10 +96,14 @@ class _AwaitRouter:
             ast.DictComp: self._comprehension,
             ast.GeneratorExp: self._comprehension,
         }
+        self._yields = 0
+        """The yields walked so far: where a generator resumes (see :meth:`_resumed`)."""
         if mark_entries:
             self._rewrites[ast.FunctionDef] = self._function
             self._rewrites[ast.AsyncFunctionDef] = self._function
             self._rewrites[ast.Lambda] = self._lambda
+            self._rewrites[ast.Yield] = self._yield
+            self._rewrites[ast.YieldFrom] = self._yield
 
     def walk(self, node: ast.AST) -> None:
         rewrite = self._rewrites.get(type(node))
@@ -107,14 +115,20 @@ class _AwaitRouter:
             self._place(node)
 
     def children(self, node: ast.AST) -> None:
+        yielding: list[str] = []
         for name in node._fields:
             value = getattr(node, name, None)
+            before = self._yields
             if isinstance(value, list):
                 for item in value:
                     if isinstance(item, ast.AST):
                         self.walk(item)
             elif isinstance(value, ast.AST):
                 self.walk(value)
+            if self._yields != before:
+                yielding.append(name)
+        if yielding:
+            self._resumed(node, yielding)
 
     def _place(self, node: ast.AST) -> None:
         """Move the node's lines by the offset, exactly as ``ast.increment_lineno`` does."""
@@ -177,6 +191,35 @@ class _AwaitRouter:
         _at_start(mark, place)
         body.insert(at, mark)
 
+    def _yield(self, node: ast.Yield | ast.YieldFrom) -> None:
+        self._yields += 1
+        self.children(node)
+
+    def _resumed(self, node: ast.AST, yielding: list[str]) -> None:
+        """Mark where program code runs again after ``node``'s yields (in ``yielding``, its
+        fields): a generator started before a foreign await began may be resumed by the
+        library inside it (``aclosing``'s ``aclose()``, a consumer's ``__anext__``), and the
+        await must then be made again on replay, not answered (its ``entered()`` at the start
+        of the function ran long before). So ``entered()`` follows each statement that holds
+        a yield, starts each block of a compound statement whose header holds one, and starts
+        every handler and ``finally`` of a ``try`` that holds one (an exception thrown in at
+        the yield, ``GeneratorExit`` from ``aclose()`` among them, runs them)."""
+        for name in yielding:
+            body = getattr(node, name)
+            if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
+                body[:] = _marked_after_yields(body)
+        if isinstance(node, ast.Try | ast.TryStar):
+            for handler in node.handlers:
+                _mark_start(handler.body)
+            _mark_start(node.finalbody)
+        elif isinstance(node, ast.stmt) and any(
+            not isinstance(getattr(node, name), list) for name in yielding
+        ):  # a header resumes: what it leads to runs next
+            for name in ("body", "orelse"):
+                _mark_start(getattr(node, name, []))
+            for case in getattr(node, "cases", []):
+                _mark_start(case.body)
+
     def _lambda(self, node: ast.Lambda) -> None:
         self.children(node)
         body = node.body  # its lines moved already
@@ -210,14 +253,56 @@ class _AwaitRouter:
         return call
 
 
-def _entered_call(place: ast.AST) -> ast.Call:
-    """``__resumable__.entered()``, every part an empty span at the start of ``place``."""
+def _entered_call(place: ast.AST, *, at_end: bool = False) -> ast.Call:
+    """``__resumable__.entered()``, every part an empty span at the start of ``place`` (at
+    its end: ``at_end``)."""
     hook = ast.Name(id=HOOK_NAME, ctx=ast.Load())
     func = ast.Attribute(value=hook, attr="entered", ctx=ast.Load())
     call = ast.Call(func=func, args=[], keywords=[])
     for part in (hook, func, call):
-        _at_start(part, place)
+        if at_end:
+            _at_end(part, place)
+        else:
+            _at_start(part, place)
     return call
+
+
+_BLOCKS = (
+    ast.If,
+    ast.For,
+    ast.AsyncFor,
+    ast.While,
+    ast.Try,
+    ast.TryStar,
+    ast.Match,
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.ClassDef,
+)
+"""Compound statements whose yields are marked inside them (a ``with`` is marked after too:
+its manager may swallow the exception thrown in at the yield)."""
+
+
+def _marked_after_yields(body: list[ast.stmt]) -> list[ast.stmt]:
+    """``body`` with ``entered()`` after each simple statement (or ``with``) holding a yield."""
+    marked: list[ast.stmt] = []
+    for statement in body:
+        marked.append(statement)
+        if not isinstance(statement, _BLOCKS) and any(
+            isinstance(n, ast.Yield | ast.YieldFrom) for n in ast.walk(statement)
+        ):
+            mark = ast.Expr(value=_entered_call(statement, at_end=True))
+            _at_start(mark, mark.value)
+            marked.append(mark)
+    return marked
+
+
+def _mark_start(body: list[ast.stmt]) -> None:
+    """``entered()`` first in ``body`` (an empty ``orelse`` or ``finally`` stays empty)."""
+    if body:
+        mark = ast.Expr(value=_entered_call(body[0]))
+        _at_start(mark, body[0])
+        body.insert(0, mark)
 
 
 def _at_start(node: ast.AST, place: ast.AST) -> None:
@@ -226,6 +311,16 @@ def _at_start(node: ast.AST, place: ast.AST) -> None:
     if line is None:
         return
     column = getattr(place, "col_offset", 0)
+    node.lineno, node.col_offset = line, column  # type: ignore[attr-defined]
+    node.end_lineno, node.end_col_offset = line, column  # type: ignore[attr-defined]
+
+
+def _at_end(node: ast.AST, place: ast.AST) -> None:
+    """Give ``node`` an empty span where ``place`` ends (absent positions stay absent)."""
+    line = getattr(place, "end_lineno", None)
+    if line is None:
+        return
+    column = getattr(place, "end_col_offset", 0)
     node.lineno, node.col_offset = line, column  # type: ignore[attr-defined]
     node.end_lineno, node.end_col_offset = line, column  # type: ignore[attr-defined]
 
