@@ -1,7 +1,7 @@
 """The replay corpus: each program under resumable equals plain CPython, killed or not.
 
 Clean runs of every program, and a deterministic sample of crash points per program
-(plus every point of two programs); ``scripts/replay_sweep.py`` kills every program
+(plus every point of three programs); ``scripts/replay_sweep.py`` kills every program
 after every record.
 """
 
@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 from tests.replay import harness
 
-ALL_POINTS = ("exit_error.py", "library_generators.py")
-"""Killed after every record: a generator the library resumes (``aclosing``'s ``aclose()``)
-must be made again wherever the kill lands, not only at the sampled points."""
+ALL_POINTS = ("exit_error.py", "library_generators.py", "library_genexp.py")
+"""Killed after every record: a generator the library resumes (``aclosing``'s ``aclose()``,
+a generator expression it consumes) must be made again wherever the kill lands, not only at
+the sampled points."""
 
 
 def _points(program: str, records: int) -> list[int]:

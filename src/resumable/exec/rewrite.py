@@ -18,7 +18,8 @@ journal can tell a library await that ran program code from one that did not::
 
 and a generator says when it runs again without starting (a library may resume it): after
 each statement that holds a ``yield``, and first in every handler and ``finally`` of a ``try``
-that holds one (see ``_AwaitRouter._resumed``).
+that holds one (see ``_AwaitRouter._resumed``); a generator expression marks its element
+and the first condition of each ``for`` (``entered() or EXPR``).
 
 No await is added or removed and no scope, temporary name or thunk is introduced, so evaluation
 order, scoping (walrus, class bodies, comprehensions) and the compiler's own errors (``'await'
@@ -98,6 +99,7 @@ class _AwaitRouter:
         }
         self._yields = 0
         """The yields walked so far: where a generator resumes (see :meth:`_resumed`)."""
+        self._mark = mark_entries
         if mark_entries:
             self._rewrites[ast.FunctionDef] = self._function
             self._rewrites[ast.AsyncFunctionDef] = self._function
@@ -175,6 +177,13 @@ class _AwaitRouter:
             if generator.is_async:
                 iterable = _folded_literal(generator.iter)  # placed as the walked iterable
                 generator.iter = self._hook_call("aiter", site, iterable, node)
+        if self._mark and isinstance(node, ast.GeneratorExp):
+            # Run lazily, maybe by a library inside a foreign await: each item it makes (and
+            # each it tests) says so, as a function does when it starts.
+            node.elt = _marked(node.elt)
+            for generator in node.generators:
+                if generator.ifs:
+                    generator.ifs[0] = _marked(generator.ifs[0])
 
     def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         self.children(node)
@@ -222,10 +231,7 @@ class _AwaitRouter:
 
     def _lambda(self, node: ast.Lambda) -> None:
         self.children(node)
-        body = node.body  # its lines moved already
-        marked = ast.BoolOp(op=ast.Or(), values=[_entered_call(body), body])
-        _at_start(marked, body)
-        node.body = marked
+        node.body = _marked(node.body)  # its lines moved already
 
     def _site(self, node: ast.AST, derived: str) -> str:
         """``S:L:C`` of ``node``, unique among the hook sites (``derived`` appended) taken so far."""
@@ -281,6 +287,13 @@ _BLOCKS = (
 )
 """Compound statements whose yields are marked inside them (a ``with`` is marked after too:
 its manager may swallow the exception thrown in at the yield)."""
+
+
+def _marked(expression: ast.expr) -> ast.expr:
+    """``__resumable__.entered() or EXPRESSION``, placed where the expression starts."""
+    marked = ast.BoolOp(op=ast.Or(), values=[_entered_call(expression), expression])
+    _at_start(marked, expression)
+    return marked
 
 
 def _marked_after_yields(body: list[ast.stmt]) -> list[ast.stmt]:
