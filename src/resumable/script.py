@@ -28,6 +28,7 @@ from resumable.exec.depth import room_to_parse, room_to_walk
 from resumable.exec.executor import StreamingPythonExecutor, too_deep_line
 from resumable.exec.loop_run import loop_run_names, refused_loop_run
 from resumable.exec.output import ProgramOutput
+from resumable.exec.statement import line_at
 from resumable.exec.stream_syntax import TOO_DEEP
 from resumable.store.base import RunMeta, RunStatus
 
@@ -172,8 +173,7 @@ async def drive_script(
         loop_runs=_loop_runs(source),
     )
     start, offset = frame.resume_point()[1:]
-    line = source.count("\n", 0, offset) + 1  # the offset's, as recovery.line_at counts it
-    executor.start_response(offset=offset, line=line, index=start)
+    executor.start_response(offset=offset, line=line_at(source, offset), index=start)
     if session.meta.status != "running":
         await session.set_status("running")
     with output.installed(), files.installed(), _program_argv(state.program):

@@ -117,20 +117,24 @@ class _AwaitRouter:
             self._place(node)
 
     def children(self, node: ast.AST) -> None:
-        yielding: list[str] = []
+        yielding: list[str] | None = None  # the fields a yield was walked in (rarely any)
+        holding: list[ast.AST] | None = None  # the items of those fields that hold one
         for name in node._fields:
             value = getattr(node, name, None)
             before = self._yields
             if isinstance(value, list):
                 for item in value:
                     if isinstance(item, ast.AST):
+                        count = self._yields
                         self.walk(item)
+                        if self._yields != count:
+                            holding = [*(holding or ()), item]
             elif isinstance(value, ast.AST):
                 self.walk(value)
             if self._yields != before:
-                yielding.append(name)
-        if yielding:
-            self._resumed(node, yielding)
+                yielding = [*(yielding or ()), name]
+        if yielding is not None:
+            self._resumed(node, yielding, holding or [])
 
     def _place(self, node: ast.AST) -> None:
         """Move the node's lines by the offset, exactly as ``ast.increment_lineno`` does."""
@@ -204,7 +208,7 @@ class _AwaitRouter:
         self._yields += 1
         self.children(node)
 
-    def _resumed(self, node: ast.AST, yielding: list[str]) -> None:
+    def _resumed(self, node: ast.AST, yielding: list[str], holding: list[ast.AST]) -> None:
         """Mark where program code runs again after ``node``'s yields (in ``yielding``, its
         fields): a generator started before a foreign await began may be resumed by the
         library inside it (``aclosing``'s ``aclose()``, a consumer's ``__anext__``), and the
@@ -212,11 +216,12 @@ class _AwaitRouter:
         of the function ran long before). So ``entered()`` follows each statement that holds
         a yield, starts each block of a compound statement whose header holds one, and starts
         every handler and ``finally`` of a ``try`` that holds one (an exception thrown in at
-        the yield, ``GeneratorExit`` from ``aclose()`` among them, runs them)."""
+        the yield, ``GeneratorExit`` from ``aclose()`` among them, runs them). ``holding``:
+        the items of ``node``'s list fields that hold a yield."""
         for name in yielding:
             body = getattr(node, name)
             if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
-                body[:] = _marked_after_yields(body)
+                body[:] = _marked_after_yields(body, holding)
         if isinstance(node, ast.Try | ast.TryStar):
             for handler in node.handlers:
                 _mark_start(handler.body)
@@ -296,14 +301,13 @@ def _marked(expression: ast.expr) -> ast.expr:
     return marked
 
 
-def _marked_after_yields(body: list[ast.stmt]) -> list[ast.stmt]:
-    """``body`` with ``entered()`` after each simple statement (or ``with``) holding a yield."""
+def _marked_after_yields(body: list[ast.stmt], holding: list[ast.AST]) -> list[ast.stmt]:
+    """``body`` with ``entered()`` after each simple statement (or ``with``) of ``holding``,
+    those that hold a yield."""
     marked: list[ast.stmt] = []
     for statement in body:
         marked.append(statement)
-        if not isinstance(statement, _BLOCKS) and any(
-            isinstance(n, ast.Yield | ast.YieldFrom) for n in ast.walk(statement)
-        ):
+        if not isinstance(statement, _BLOCKS) and any(item is statement for item in holding):
             mark = ast.Expr(value=_entered_call(statement, at_end=True))
             _at_start(mark, mark.value)
             marked.append(mark)
@@ -320,22 +324,18 @@ def _mark_start(body: list[ast.stmt]) -> None:
 
 def _at_start(node: ast.AST, place: ast.AST) -> None:
     """Give ``node`` an empty span where ``place`` starts (absent positions stay absent)."""
-    line = getattr(place, "lineno", None)
-    if line is None:
-        return
-    column = getattr(place, "col_offset", 0)
-    node.lineno, node.col_offset = line, column  # type: ignore[attr-defined]
-    node.end_lineno, node.end_col_offset = line, column  # type: ignore[attr-defined]
+    _empty_span(node, getattr(place, "lineno", None), getattr(place, "col_offset", 0))
 
 
 def _at_end(node: ast.AST, place: ast.AST) -> None:
     """Give ``node`` an empty span where ``place`` ends (absent positions stay absent)."""
-    line = getattr(place, "end_lineno", None)
-    if line is None:
-        return
-    column = getattr(place, "end_col_offset", 0)
-    node.lineno, node.col_offset = line, column  # type: ignore[attr-defined]
-    node.end_lineno, node.end_col_offset = line, column  # type: ignore[attr-defined]
+    _empty_span(node, getattr(place, "end_lineno", None), getattr(place, "end_col_offset", 0))
+
+
+def _empty_span(node: ast.AST, line: int | None, column: int) -> None:
+    if line is not None:
+        node.lineno, node.col_offset = line, column  # type: ignore[attr-defined]
+        node.end_lineno, node.end_col_offset = line, column  # type: ignore[attr-defined]
 
 
 def _folded_literal(iterable: ast.expr) -> ast.expr:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-__all__ = ["Statement"]
+__all__ = ["Statement", "line_at"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,3 +22,8 @@ class Statement:
     line: int
     col: int = 0
     tree: list[ast.stmt] | None = field(default=None, compare=False, repr=False)
+
+
+def line_at(text: str, offset: int) -> int:
+    """1-based line number of character ``offset`` in ``text``."""
+    return text.count("\n", 0, offset) + 1

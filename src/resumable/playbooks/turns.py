@@ -24,12 +24,11 @@ from resumable.config import Config
 from resumable.durability.log.run_state import FrameState, TurnState
 from resumable.durability.replay.journal import FrameRecorder
 from resumable.durability.runs.progress import RunProgress
-from resumable.durability.runs.recovery import line_at
 from resumable.durability.runs.session import RunSession
 from resumable.errors import CodeError
 from resumable.exec.executor import StreamingPythonExecutor
 from resumable.exec.reply_filter import VERSION, ReplyFilter, has_code, reply_filter_for
-from resumable.exec.statement import Statement
+from resumable.exec.statement import Statement, line_at
 from resumable.llm.base import LLMProvider, LLMRequest, RetryNotice
 from resumable.playbooks.primitives import FrameData
 from resumable.playbooks.program import PlaybookSpec, Program

@@ -25,7 +25,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgpack
 
@@ -75,6 +75,14 @@ class CheckpointPolicy:
     after_checkpoint: str = ""
 
 
+class _Syncing(NamedTuple):
+    """A boundary batch written to the store, its fsync running; what settle() finishes."""
+
+    append: AppendInProgress
+    records: list[Record]
+    info: CheckpointInfo | None
+
+
 class CheckpointManager(StopsOnStoreFaults):
     """Writes a run's records durably, in order, under its lease."""
 
@@ -118,9 +126,8 @@ class CheckpointManager(StopsOnStoreFaults):
         self.tasks: set[asyncio.Task[Any]] = set()
         """Tasks the program spawned that are still running, in every frame."""
         self._begin = store.begin_append if isinstance(store, BeginsAppends) else None
-        self._syncing: tuple[AppendInProgress, list[Record], CheckpointInfo | None] | None = None
-        """The boundary batch whose fsync runs while the program goes on, as settle() finishes
-        it: the append, its records and what the hooks are told."""
+        self._syncing: _Syncing | None = None
+        """The boundary batch whose fsync runs while the program goes on (see settle)."""
         self.lease_seconds = 30.0  # what a renewal of a lease that expires asks for
 
     # -- writing records --------------------------------------------------------------
@@ -251,12 +258,11 @@ class CheckpointManager(StopsOnStoreFaults):
             return
         self._check_store()
         self._syncing = None
-        append, records, info = syncing
         try:
-            append.wait()
+            syncing.append.wait()
         except StoreError as exc:
             raise self._failed(exc) from exc
-        self._durable(records, None, info)
+        self._durable(syncing.records, None, syncing.info)
 
     async def _flush(self, *, background: bool = False) -> None:
         """Make the buffer durable, or wait for the append in progress that carries it.
@@ -317,7 +323,7 @@ class CheckpointManager(StopsOnStoreFaults):
                 raise self._failed(exc) from exc
             if append is not None:
                 self._since_snapshot += len(batch)
-                self._syncing = (append, records, info)
+                self._syncing = _Syncing(append, records, info)
                 if not background:
                     self._settle()
                 return records[-1].kind

@@ -248,8 +248,3 @@ def remaining_code(frame: FrameState) -> str:
 
 def executed_code(frame: FrameState) -> str:
     return code_of(frame)[: frame.offset]
-
-
-def line_at(text: str, offset: int) -> int:
-    """1-based line number of character ``offset`` in ``text``."""
-    return text.count("\n", 0, offset) + 1

@@ -21,11 +21,11 @@ from resumable.durability.runs.recovery import (
     RunLoader,
     code_of,
     executed_code,
-    line_at,
     log_damage,
     remaining_code,
 )
 from resumable.errors import RunNotFoundError, UsageError
+from resumable.exec.statement import line_at
 from resumable.store.base import (
     LISTED_STATUSES,
     RESUMABLE_STATUSES,
