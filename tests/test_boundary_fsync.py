@@ -2,21 +2,20 @@
 run does outside the process happens before it is durable (docs/durability.md, "One fsync
 per statement of one await").
 
-The runs here are in-process on a file store with ``sync = "fsync"`` whose ``os.fsync``
-takes 30 ms, so that the next statement is well under way while a boundary's fsync runs,
+The runs here are in-process on a file store with ``sync = "fsync"`` whose fsyncs take
+30 ms (inline, and in the fsync helper process), so that the next statement is well under way while a boundary's fsync runs,
 and every effect notes how many fsyncs were running when it started.
 """
 
 from __future__ import annotations
 
-import errno
 import os
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.fsync_helper import in_flight, own_helper
 
 import resumable
 from resumable.config import Config, DurabilitySettings
@@ -27,39 +26,44 @@ from resumable.exec.executor import StreamingPythonExecutor
 from resumable.exec.output import ProgramOutput
 from resumable.store.base import RunMeta
 from resumable.store.filesystem import sync_choice
+from resumable.store.filesystem.background_fsync import _Helper
 from resumable.store.heads import read_head
 
 
 class SlowDisk:
-    """``os.fsync`` taking 30 ms; ``running`` counts the fsyncs in progress.
+    """Fsyncs taking 30 ms: those inline through ``os.fsync``, those in the background in
+    an fsync helper of the test's own. ``running`` counts the fsyncs in progress (one in
+    the helper until its answer was read), ``calls`` all of them.
 
-    ``fail_in_background``: the first fsync run off the event loop's thread (a boundary's)
-    fails with EIO.
+    ``fail_in_background``: the first fsync in the helper (a boundary's) fails with EIO.
     """
 
     def __init__(self, *, fail_in_background: bool = False) -> None:
-        self.running = 0
-        self.calls = 0
         self.fail_in_background = fail_in_background
-        self._lock = threading.Lock()
+        self.helper: _Helper | None = None
+        self._inline = 0
+        self._inline_calls = 0
         self._real = os.fsync
 
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "helper": None}  # checkpointed with the program's functions
+
+    @property
+    def running(self) -> int:
+        return self._inline + (in_flight(self.helper) if self.helper else 0)
+
+    @property
+    def calls(self) -> int:
+        return self._inline_calls + (self.helper.sent if self.helper else 0)
+
     def fsync(self, fd: int) -> None:
-        background = threading.current_thread() is not threading.main_thread()
-        with self._lock:
-            self.running += 1
-            self.calls += 1
-            failing = self.fail_in_background and background
-            if failing:
-                self.fail_in_background = False
+        self._inline += 1
+        self._inline_calls += 1
         try:
             time.sleep(0.03)
-            if failing:
-                raise OSError(errno.EIO, "Input/output error")
             self._real(fd)
         finally:
-            with self._lock:
-                self.running -= 1
+            self._inline -= 1
 
 
 class Effects:
@@ -112,18 +116,24 @@ async def run_program(
     executor = StreamingPythonExecutor(
         namespace, hook=recorder, observer=recorder, filename="<program>"
     )
-    monkeypatch.setattr(os, "fsync", effects.disk.fsync)
-    monkeypatch.setattr(os, "fdatasync", effects.disk.fsync)
-    try:
-        with ProgramOutput(hold=True).installed():
-            result = await executor.run(source)
-        assert result.error is None, result.error.message
-    finally:
+    disk = effects.disk
+    with (
+        own_helper(monkeypatch, delay=0.03, fail_first=disk.fail_in_background) as helper,
+        pytest.MonkeyPatch.context() as inline,
+    ):
+        disk.helper = helper
+        inline.setattr(os, "fsync", disk.fsync)
+        inline.setattr(os, "fdatasync", disk.fsync)
         try:
-            await session.close()
+            with ProgramOutput(hold=True).installed():
+                result = await executor.run(source)
+            assert result.error is None, result.error.message
         finally:
-            monkeypatch.undo()
-            await store.__aexit__(None, None, None)
+            try:
+                await session.close()
+            finally:
+                inline.undo()
+                await store.__aexit__(None, None, None)
     return session
 
 

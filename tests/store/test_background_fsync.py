@@ -1,53 +1,30 @@
-"""``FileStore.begin_append``: a batch written at once, made durable on the syncer thread."""
+"""``FileStore.begin_append``: a batch written at once, made durable in the fsync helper."""
 
 from __future__ import annotations
 
 import errno
 import os
+import signal
 import threading
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from tests.fsync_helper import in_flight, own_helper
 from tests.store.test_filesystem import new_run, rec, run_dir
 
 from resumable.errors import StoreError
 from resumable.store.base import Lease, RunMeta
-from resumable.store.filesystem import FileStore
-from resumable.store.filesystem.background_fsync import FsyncInProgress
+from resumable.store.filesystem import FileStore, background_fsync
+from resumable.store.filesystem import store as file_store
+from resumable.store.filesystem.background_fsync import FsyncInProgress, _Helper
 from resumable.store.heads import read_head
 
 
-class Disk:
-    """``os.fsync`` (and ``os.fdatasync``) held until the test lets it answer (or fail)."""
-
-    def __init__(self) -> None:
-        self.answer = threading.Event()
-        self.error: OSError | None = None
-        self.ended: list[int] = []
-        self.fd_was_open: list[bool] = []
-        self._real = os.fsync
-
-    def fsync(self, fd: int) -> None:
-        self.answer.wait(10)
-        try:
-            os.fstat(fd)
-        except OSError:
-            self.fd_was_open.append(False)
-            raise
-        self.fd_was_open.append(True)
-        if self.error is not None:
-            raise self.error
-        self._real(fd)
-        self.ended.append(fd)
-
-
-@pytest.fixture
-def disk(monkeypatch: pytest.MonkeyPatch) -> Disk:
-    held = Disk()
-    monkeypatch.setattr(os, "fsync", held.fsync)
-    monkeypatch.setattr(os, "fdatasync", held.fsync)  # a preallocated segment's flush
-    return held
+class AlwaysBackground:
+    def background(self) -> bool:
+        return True
 
 
 def begin(owned: tuple[FileStore, Lease], *seqs: int) -> FsyncInProgress:
@@ -63,57 +40,135 @@ def head(store: FileStore) -> int | None:
 
 
 @pytest.fixture
-async def owned(tmp_path: Path, disk: Disk) -> AsyncIterator[tuple[FileStore, Lease]]:
-    """A fsync store whose run ``run-1`` holds record 1 (its segment and folder synced)."""
-    disk.answer.set()  # creating the run and its first append fsync at once
+def helper(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Helper]:
+    with own_helper(monkeypatch) as started:
+        yield started
+
+
+@pytest.fixture
+async def owned(
+    tmp_path: Path, helper: _Helper, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[tuple[FileStore, Lease]]:
+    """A fsync store whose run ``run-1`` holds record 1; its boundaries go to ``helper``."""
+    monkeypatch.setattr(file_store, "SyncChoice", AlwaysBackground)
     async with FileStore(tmp_path / "store", sync="fsync") as store:
         lease = await new_run(store)
         await store.append("run-1", [rec(1)], lease)
-        disk.answer.clear()
         yield store, lease
 
 
 async def test_the_batch_is_written_at_once_and_counted_only_once_durable(
-    owned: tuple[FileStore, Lease], disk: Disk
+    owned: tuple[FileStore, Lease], helper: _Helper
 ) -> None:
     store, lease = owned
+    os.kill(helper.pid, signal.SIGSTOP)  # the helper cannot answer
     pending = begin(owned, 2, 3)
+    assert in_flight(helper) == 1
     assert [r.seq for r in (await store.read("run-1")).records] == [1, 2, 3]
-    assert head(store) == 1  # not acknowledged while its fsync waits for the disk
-    disk.answer.set()
+    assert head(store) == 1  # not acknowledged while its fsync has not run
+    os.kill(helper.pid, signal.SIGCONT)
     pending.wait()
     assert head(store) == 3
     await store.append("run-1", [rec(4)], lease)
     assert head(store) == 4
+    assert helper.sent == 1
 
 
-async def test_a_failed_background_fsync_is_raised_by_wait_and_by_the_next_append(
-    owned: tuple[FileStore, Lease], disk: Disk
+async def test_a_failed_fsync_in_the_helper_is_raised_by_wait_and_by_the_next_append(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    disk.error = OSError(errno.EIO, "Input/output error")
-    disk.answer.set()
-    pending = begin(owned, 2)
-    with pytest.raises(StoreError, match="Input/output error"):
-        pending.wait()
-    with pytest.raises(StoreError, match="Input/output error"):
-        pending.wait()  # never "durable" after all
+    monkeypatch.setattr(file_store, "SyncChoice", AlwaysBackground)
+    with own_helper(monkeypatch, fail_first=True):
+        async with FileStore(tmp_path / "store", sync="fsync") as store:
+            lease = await new_run(store)
+            await store.append("run-1", [rec(1)], lease)  # inline: a new segment's folder
+            pending = begin((store, lease), 2)
+            with pytest.raises(StoreError, match="Input/output error"):
+                pending.wait()
+            with pytest.raises(StoreError, match="Input/output error"):
+                pending.wait()  # never "durable" after all
+            with pytest.raises(StoreError, match="Input/output error"):
+                await store.append("run-1", [rec(3)], lease)
+            assert head(store) == 1
+
+
+async def test_a_failed_inline_fsync_is_raised_by_wait_and_by_the_next_append(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with FileStore(tmp_path / "store", sync="fsync") as store:
+        lease = await new_run(store)
+        await store.append("run-1", [rec(1)], lease)
+
+        def failing(fd: int) -> None:
+            raise OSError(errno.EIO, "Input/output error")
+
+        monkeypatch.setattr(os, "fsync", failing)
+        monkeypatch.setattr(os, "fdatasync", failing)
+        pending = begin((store, lease), 2)  # no helper: inline, its error kept for wait()
+        with pytest.raises(StoreError, match="Input/output error"):
+            pending.wait()
+        with pytest.raises(StoreError, match="Input/output error"):
+            await store.append("run-1", [rec(3)], lease)
+        assert head(store) == 1
+
+
+async def test_giving_the_run_up_waits_for_its_fsync(
+    owned: tuple[FileStore, Lease], helper: _Helper
+) -> None:
     store, lease = owned
-    with pytest.raises(StoreError, match="Input/output error"):
-        await store.append("run-1", [rec(3)], lease)
-    assert head(store) == 1
-
-
-async def test_giving_the_run_up_waits_for_its_fsync_before_closing_the_segment(
-    owned: tuple[FileStore, Lease], disk: Disk
-) -> None:
+    os.kill(helper.pid, signal.SIGSTOP)
     begin(owned, 2)
-    store, lease = owned
-    threading.Timer(0.05, disk.answer.set).start()
+    threading.Timer(0.05, os.kill, (helper.pid, signal.SIGCONT)).start()
+    began = time.monotonic()
     await store.release(lease)
-    assert disk.answer.is_set()  # release waited for the disk
-    assert all(disk.fd_was_open)  # and kept the segment open until its fsync ended
-    assert len(disk.ended) == len(disk.fd_was_open)
+    assert time.monotonic() - began >= 0.04  # release waited for the helper's answer
+    assert in_flight(helper) == 0
     assert head(store) == 2
+
+
+async def test_a_helper_that_dies_leaves_its_fsyncs_to_the_waiter(
+    owned: tuple[FileStore, Lease], helper: _Helper
+) -> None:
+    store, _ = owned
+    os.kill(helper.pid, signal.SIGSTOP)
+    pending = begin(owned, 2, 3)
+    os.kill(helper.pid, signal.SIGKILL)
+    pending.wait()  # its socket ended: the fsync and the head update ran here
+    assert head(store) == 3
+    assert helper.gone
+    assert not helper.up
+    later = begin(owned, 4)  # and every later one runs here too, at once
+    assert later._finished
+    later.wait()
+    assert head(store) == 4
+    assert helper.sent == 1
+
+
+def test_a_helper_that_cannot_start_leaves_the_fsyncs_inline(tmp_path: Path) -> None:
+    helper = _Helper()
+    helper.start(wait=True, argv=[str(tmp_path / "no-such-python")])
+    assert helper.gone
+    assert not helper.ready()
+
+
+def test_the_helper_starts_after_enough_boundaries_asked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(background_fsync, "START_AFTER", 3)
+    helper = _Helper()
+    try:
+        assert not helper.ready()
+        assert not helper.ready()
+        assert helper.pid == 0
+        helper.ready()  # the third asks: started, in the background
+        assert helper.pid
+        deadline = time.monotonic() + 30
+        while not helper.ready() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert helper.up
+    finally:
+        helper.stop()
+    assert helper.pid == 0  # reaped
 
 
 async def test_appends_that_cannot_wait_in_the_background_say_so(tmp_path: Path) -> None:

@@ -1,5 +1,5 @@
 """The folder store: one folder per run, its log in append-only segment files.
-Owns the store, run folders, the owner's lock, log framing and the syncer thread."""
+Owns the store, run folders, the owner's lock, log framing and the fsync helper."""
 
 from __future__ import annotations
 

@@ -1,51 +1,70 @@
-"""The file store's background fsync: a batch written now, made durable while the program goes on.
+"""The file store's background fsync: a batch written now, made durable by a helper process
+while the program goes on.
 
-``fsync`` releases the GIL, so one thread can wait for the disk while the event loop's
-thread goes on with Python work (compiling the next statement, running it up to its next
-barrier). One syncer thread serves the process, started on first use and again in a forked
-child. Whoever claims the records durable calls :meth:`FsyncInProgress.wait` first.
+Why a process and not a thread: a thread must hold the GIL to call ``fsync``, and the loop's
+thread, busy with Python code, keeps it until it next blocks (CPython asks for it back only
+after its 5 ms switch interval); handing a thread the job and taking the result back costs
+two thread wake-ups on the loop's path, 50 to 100 us each on a small VM, about what the
+overlap saves. The helper (:mod:`.fsync_helper`) has an interpreter of its own: one
+``sendmsg`` hands it the segment's descriptor and the head's new bytes, and the loop's
+thread goes on at once. The waiter reads the answer, polling for up to :data:`SPIN_NS`
+before it blocks: by then the fsync has usually ended, and waking a blocked thread is the
+dear part. An fsync makes the file's data durable whichever process wrote it (they are
+the inode's pages), and the helper gets the very file description the store wrote through.
 
-The handshake: a woken thread must take the GIL before it can call ``fsync``, and the
-loop's thread, busy with Python code, would keep the GIL until it next blocks (CPython
-asks for it back only after its 5 ms switch interval) - the fsync would start at the
-barrier and nothing would overlap. So :func:`start_fsync` returns once the syncer thread
-has taken the job, right before it calls ``fsync``.
+One helper serves the process. It is started once :data:`START_AFTER` fsynced boundaries
+asked for it (a short run never pays for it), in the background: until it says it is up,
+and for good if it cannot start, boundaries fsync inline. A helper that dies leaves its
+unanswered jobs to their waiter, which runs them inline; a forked child starts its own.
+Whoever claims the records durable calls :meth:`FsyncInProgress.wait` first.
 """
 
 from __future__ import annotations
 
 import _thread
+import atexit
+import collections
 import os
-import queue
-import threading
+import socket
+import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from resumable.store.filesystem import fsync_helper
+from resumable.store.filesystem.fsync_helper import (
+    ANSWER,
+    DATA_ONLY,
+    DONE,
+    FDS,
+    HEAD_FAILED,
+    READY,
+)
 from resumable.store.filesystem.segments import fsync_file
-from resumable.store.heads import write_head
+from resumable.store.heads import encode_head, write_head
 
-__all__ = ["FsyncInProgress", "start_fsync"]
+__all__ = ["FsyncInProgress", "helper_ready", "start_fsync"]
+
+START_AFTER = 16
+"""Fsynced boundaries before the helper is started (it costs a process)."""
+SPIN_NS = 300_000
+"""How long a waiter polls for the helper's answer before it blocks."""
+
+_HELPER_PATH = os.path.abspath(fsync_helper.__file__)  # before the program changes directory
 
 Failure = Callable[[OSError, Any], Exception]
 """Turns the OSError of a failed fsync or head update (its ``filename``: None for the
 segment, the head's path) into the error to raise."""
 
 
-def _held_lock() -> _thread.LockType:
-    """Taken at once; released when the fsync has ended, so joining it is acquiring it."""
-    lock = _thread.allocate_lock()
-    lock.acquire()
-    return lock
-
-
 class FsyncInProgress:
-    """A segment's fsync, then its head update, running on the syncer thread."""
+    """A segment's fsync, then its head update: in the helper, or inline."""
 
     __slots__ = (
-        "_done",
         "_error",
         "_finished",
+        "_via",
         "data_only",
         "directory",
         "failure",
@@ -74,10 +93,11 @@ class FsyncInProgress:
         """``fdatasync`` (a preallocated segment written in place) rather than ``fsync``."""
         self._error: BaseException | None = None
         self._finished = False
-        self._done = _held_lock()
+        self._via: _Helper | None = None
+        """The helper it was handed to, until it answered."""
 
     def run(self) -> None:
-        """On the syncer thread: make the segment durable, then move the head up to it."""
+        """Here and now: make the segment durable, then move the head up to it."""
         try:
             fsync_file(self.fd, self.directory, self.data_only)
             try:
@@ -85,17 +105,24 @@ class FsyncInProgress:
             except OSError as exc:
                 exc.filename = self.head[1]
                 raise
-        except BaseException as exc:  # the waiter raises it; the thread serves the next job
+        except BaseException as exc:  # the waiter raises it
             self._error = exc
         finally:
             self._finished = True
-            self._done.release()
+
+    def answered(self, stage: int, code: int) -> None:
+        """The helper's answer: done, or which stage failed with which errno."""
+        if stage != DONE:
+            exc = OSError(code, os.strerror(code) if code else "the fsync helper refused it")
+            exc.filename = self.head[1] if stage == HEAD_FAILED else None
+            self._error = exc
+        self._finished = True
+        self._via = None
 
     def join(self) -> None:
         """Block until the fsync has ended, however it ended."""
-        if not self._finished:
-            self._done.acquire()
-            self._done.release()
+        if not self._finished and self._via is not None:
+            self._via.answer(self)
 
     def wait(self) -> None:
         """Block until the records are durable; raise the error ``append`` would have raised."""
@@ -107,42 +134,188 @@ class FsyncInProgress:
             raise exc
 
 
-class _Syncer:
-    """The thread that runs every :class:`FsyncInProgress` of the process, one at a time."""
+class _Helper:
+    """The process's fsync helper: started, up, or gone; its jobs answered in order."""
 
     def __init__(self) -> None:
-        self._jobs: queue.SimpleQueue[tuple[FsyncInProgress, _thread.LockType]] = (
-            queue.SimpleQueue()
-        )
-        self._thread: threading.Thread | None = None
+        self.asked = 0
+        self.up = False
+        self.gone = False
+        self.pid = 0
+        self.sent = 0
+        """Jobs handed over (``bench.py stmt-shape`` counts them with the fsyncs)."""
+        self._sock: socket.socket | None = None
+        self._pending: collections.deque[FsyncInProgress] = collections.deque()
+        self._lock = _thread.allocate_lock()
 
-    def start(self, job: FsyncInProgress) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._serve, name="resumable fsync", daemon=True)
-            self._thread.start()
-        taken = _thread.allocate_lock()
-        taken.acquire()
-        self._jobs.put((job, taken))
-        taken.acquire()  # the handshake (see the module's docstring)
+    def ready(self) -> bool:
+        if self.up or self.gone:
+            return self.up
+        if self._sock is None:
+            self.asked += 1
+            if self.asked >= START_AFTER:
+                self.start()
+            return False
+        with self._lock:
+            try:
+                said = self._sock.recv(ANSWER.size, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                return False
+            except OSError:
+                said = b""
+            if len(said) == ANSWER.size and ANSWER.unpack(said)[0] == READY:
+                self.up = True
+            else:
+                self._lost()
+        return self.up
 
-    def _serve(self) -> None:
-        jobs = self._jobs
-        while True:
-            job, taken = jobs.get()
-            taken.release()
+    def start(self, wait: bool = False, argv: list[str] | None = None) -> None:
+        """Spawn the helper (``argv``: another command serving the same socket, for tests);
+        ``wait``: until it is up or gone."""
+        ours, theirs = socket.socketpair()
+        command = argv or [sys.executable, "-I", "-S", _HELPER_PATH]
+        null = os.devnull
+        try:
+            self.pid = os.posix_spawn(
+                command[0],
+                command,
+                os.environ,
+                file_actions=[
+                    (os.POSIX_SPAWN_DUP2, theirs.fileno(), 0),
+                    (os.POSIX_SPAWN_OPEN, 1, null, os.O_WRONLY, 0),
+                    (os.POSIX_SPAWN_OPEN, 2, null, os.O_WRONLY, 0),
+                ],
+            )
+        except (OSError, AttributeError, ValueError):  # no interpreter to start, no posix_spawn
+            ours.close()
+            self.gone = True
+            return
+        finally:
+            theirs.close()
+        self._sock = ours
+        atexit.register(self.stop)
+        if wait:
+            ours.settimeout(30)
+            try:
+                said = ours.recv(ANSWER.size)
+            except OSError:
+                said = b""
+            ours.settimeout(None)
+            self.up = len(said) == ANSWER.size and ANSWER.unpack(said)[0] == READY
+            if not self.up:
+                self._lost()
+
+    def send(self, job: FsyncInProgress) -> bool:
+        """Hand ``job`` over; False if the helper is gone (the caller runs it inline)."""
+        request = bytes((DATA_ONLY if job.data_only else 0,)) + encode_head(job.seq)
+        fds = FDS.pack(job.fd, job.head[0])
+        with self._lock:
+            if not self.up or self._sock is None:
+                return False
+            try:
+                self._sock.sendmsg(
+                    [request],
+                    [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)],
+                    getattr(socket, "MSG_NOSIGNAL", 0),
+                )
+            except OSError:
+                self._lost()
+                return False
+            job._via = self
+            self._pending.append(job)
+            self.sent += 1
+        return True
+
+    def answer(self, job: FsyncInProgress) -> None:
+        """Read answers, in order, until ``job``'s; if the helper is gone, run what it left."""
+        with self._lock:
+            while not job._finished:
+                said = self._receive()
+                if said is None:
+                    self._lost()
+                else:
+                    self._pending.popleft().answered(*ANSWER.unpack(said))
+
+    def _receive(self) -> bytes | None:
+        """One answer, polled for up to :data:`SPIN_NS`, then waited for; None: gone."""
+        sock = self._sock
+        if sock is None:
+            return None
+        said, deadline = b"", 0
+        while len(said) < ANSWER.size:
+            try:
+                if deadline and time.perf_counter_ns() > deadline:
+                    part = sock.recv(ANSWER.size - len(said))
+                else:
+                    part = sock.recv(ANSWER.size - len(said), socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                deadline = deadline or time.perf_counter_ns() + SPIN_NS
+                continue
+            except OSError:
+                return None
+            if not part:
+                return None
+            said += part
+        return said
+
+    def _lost(self) -> None:
+        """The helper is gone: its unanswered jobs run here, and every later one too."""
+        self.up, self.gone = False, True
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+        pending, self._pending = self._pending, collections.deque()
+        for job in pending:
+            job._via = None
             job.run()
+        self._reap()
+
+    def stop(self) -> None:
+        """At the process's end: let the helper go (it ends with its socket) and reap it."""
+        with self._lock:
+            while self._pending:  # nothing unanswered is left behind
+                said = self._receive()
+                if said is None:
+                    break
+                self._pending.popleft().answered(*ANSWER.unpack(said))
+            self._lost()
+
+    def _reap(self) -> None:
+        if not self.pid:
+            return
+        pid, self.pid = self.pid, 0
+        for _ in range(100):  # it exits as soon as it reads the end: at most 0.1 s
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0]:
+                    return
+            except ChildProcessError:  # reaped by someone else's wait()
+                return
+            time.sleep(0.001)
+
+    def forget(self) -> None:
+        """In a forked child: the parent's helper is not ours to use."""
+        if self._sock is not None:
+            self._sock.close()
+        self._sock = None
+        self.pid = 0
 
 
-_syncer = _Syncer()
+_helper = _Helper()
 
 
-def _forget_thread_after_fork() -> None:
-    """A forked child has no syncer thread: the next start makes its own."""
-    global _syncer
-    _syncer = _Syncer()
+def _forget_helper_after_fork() -> None:
+    """A forked child has no helper: it starts its own when it needs one."""
+    global _helper
+    _helper.forget()
+    _helper = _Helper()
 
 
-os.register_at_fork(after_in_child=_forget_thread_after_fork)
+os.register_at_fork(after_in_child=_forget_helper_after_fork)
+
+
+def helper_ready() -> bool:
+    """Whether boundaries can fsync in the helper now (counts towards starting it)."""
+    return _helper.ready()
 
 
 def start_fsync(
@@ -155,12 +328,11 @@ def start_fsync(
     data_only: bool = False,
     inline: bool = False,
 ) -> FsyncInProgress:
-    """Fsync ``fd`` (and ``directory``) on the syncer thread, then write ``seq`` to the head;
-    ``inline``: do it now, on this thread (finished when this returns; its error raised by
-    ``wait()``: see :mod:`.sync_choice`)."""
+    """Fsync ``fd`` (and ``directory``) in the helper, then write ``seq`` to the head;
+    ``inline`` (or a new segment, whose folder is fsynced too, or no helper up): do it now,
+    on this thread (finished when this returns; its error raised by ``wait()``: see
+    :mod:`.sync_choice`)."""
     job = FsyncInProgress(fd, directory, head, seq, failure, data_only)
-    if inline:
+    if inline or directory is not None or not _helper.send(job):
         job.run()
-    else:
-        _syncer.start(job)
     return job

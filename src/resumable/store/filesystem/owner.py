@@ -49,7 +49,7 @@ class OwnedRun:
         self.capacity = 0
         """The size the segment is preallocated to; 0 when it is appended to and fsynced."""
         self.syncing: FsyncInProgress | None = None
-        """The last batch's fsync, while it runs on the syncer thread (``FileStore.begin_append``)."""
+        """The last batch's fsync, while it runs in the helper (``FileStore.begin_append``)."""
 
     def write(self, frames: bytes, first_seq: int) -> bool:
         """Write a framed batch at the segment's end; True if it opened a new segment.
@@ -79,7 +79,7 @@ class OwnedRun:
             syncing.join()
 
     def close_segment(self) -> None:
-        self.finish_sync()  # the syncer thread may still be using the fd
+        self.finish_sync()  # its head update must land before the segment is given back
         if self.fd >= 0:
             if self.capacity:
                 release_tail(self.fd, self.size)

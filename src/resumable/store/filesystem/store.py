@@ -25,9 +25,9 @@ with ``sync="fsync"`` it then makes it durable with ``fdatasync`` (``fsync`` whe
 file system cannot preallocate and the segment is appended to) - inline when the store writes one run
 (a thread hop costs as much as a fast fsync), in a thread when it writes several, so
 concurrent runs keep going. ``begin_append`` writes the batch the same way and leaves its
-fsync to the syncer thread (:mod:`resumable.store.filesystem.background_fsync`): a statement's
-boundary is made durable while the next statement starts - or runs it inline, where the
-statements were faster so (:mod:`resumable.store.filesystem.sync_choice`). Group commit is one level up: a run's ``CheckpointManager``
+fsync to the fsync helper process (:mod:`resumable.store.filesystem.background_fsync`): a
+statement's boundary is made durable while the next statement starts - or runs it inline,
+where the statements were faster so (:mod:`resumable.store.filesystem.sync_choice`). Group commit is one level up: a run's ``CheckpointManager``
 sends every record its tasks buffered while the previous append ran as one batch (one
 write, one fsync of the run's segment per wake), and each run of the process fsyncs its
 own segment, in parallel threads that the filesystem's journal commits together.
@@ -46,7 +46,11 @@ from typing import TYPE_CHECKING, Any, Literal, Self, TypeVar
 from resumable.errors import ConfigError, StoreError, StoreUnavailableError, UsageError
 from resumable.store.base import Lease, ReadResult, RunMeta, RunSummary, StoredRecord, check_seqs
 from resumable.store.common import ClosedOnExit, fenced_for
-from resumable.store.filesystem.background_fsync import FsyncInProgress, start_fsync
+from resumable.store.filesystem.background_fsync import (
+    FsyncInProgress,
+    helper_ready,
+    start_fsync,
+)
 from resumable.store.filesystem.blobs import delete_blob_files, list_blob_files
 from resumable.store.filesystem.folders import RunFolders
 from resumable.store.filesystem.owner import OwnedRun, busy_error
@@ -88,7 +92,7 @@ class FileStore(RunFolders, ClosedOnExit):
         self._key: bytes | None = None
         self._owned: dict[str, OwnedRun] = {}
         self._sync_choice = SyncChoice()
-        """Whether a boundary's fsync goes to the syncer thread or runs inline."""
+        """Whether a boundary's fsync goes to the helper process or runs inline."""
 
     @classmethod
     def from_url(cls, url: str, *, sync: Literal["fsync", "flush"] = "fsync") -> FileStore:
@@ -179,8 +183,8 @@ class FileStore(RunFolders, ClosedOnExit):
         lease: Lease,
         written: Callable[[], None] | None = None,
     ) -> FsyncInProgress | None:
-        """Write ``records`` now; their fsync runs on the syncer thread until ``wait()``, or
-        right away on this one where that keeps it waiting less (:mod:`.sync_choice`).
+        """Write ``records`` now; their fsync runs in the helper process until ``wait()``, or
+        right away on this thread where that keeps it waiting less (:mod:`.sync_choice`).
 
         None when an append cannot go that way - ``sync = "flush"`` (nothing to wait for),
         a run this store object does not own, several runs owned at once (a barrier blocks
@@ -200,7 +204,7 @@ class FileStore(RunFolders, ClosedOnExit):
 
         try:
             if written is not None:
-                written()  # before the syncer thread wakes: waking it may preempt us
+                written()  # before the helper wakes: waking it may preempt us
         finally:
             owned.syncing = start_fsync(
                 owned.fd,
@@ -209,7 +213,7 @@ class FileStore(RunFolders, ClosedOnExit):
                 owned.last_seq,
                 failure,
                 data_only=owned.capacity > 0,
-                inline=not self._sync_choice.background(),
+                inline=not (helper_ready() and self._sync_choice.background()),
             )
         return owned.syncing
 

@@ -1,11 +1,11 @@
-"""Where a boundary's fsync runs: on the syncer thread or inline, whichever is faster here.
+"""Where a boundary's fsync runs: in the helper process or inline, whichever is faster here.
 
-On the syncer thread (:mod:`.background_fsync`) the fsync overlaps the next statement's
-start, at the price of two thread wake-ups on the loop's path (the handshake, and the
-barrier's wait if the fsync is still running) and of the work beside the fsync running
-slower. Where a wake-up is cheap (a core of its own) the overlap pays; where it is dear
-(a small VM whose other vCPU sleeps: 50 to 100 us a wake-up, docs/benchmarks.md) an
-inline ``fdatasync`` is faster. So the store times the statements themselves, the time
+In the helper (:mod:`.background_fsync`) the fsync overlaps the next statement's start,
+at the price of handing it over and reading the answer, of the helper's wake-up added to
+the fsync, and of the work beside the fsync running slower on a machine with no core to
+spare. Where the next statement's work before its first barrier is long the overlap pays;
+where it is short, or both cores are busy, an inline ``fdatasync`` can be faster
+(docs/benchmarks.md). So the store times the statements themselves, the time
 from one boundary's append to the next, for :data:`PROBE` boundaries fsynced each way
 (mixed in an order drawn for each measuring, so that a passing load, or a program whose
 statements alternate, weighs on both alike), and writes the next boundaries the way whose
@@ -38,12 +38,12 @@ class SyncChoice:
         self._probe: list[bool] = []
         self._times: dict[bool, list[int]] = {True: [], False: []}
         self._background = True
-        """The choice since the last measuring (the syncer thread until one was made)."""
+        """The choice since the last measuring (the helper until one was made)."""
         self._last: tuple[int, bool] | None = None
         """When the previous boundary (one being measured) was appended, and which way."""
 
     def background(self) -> bool:
-        """Whether this boundary's fsync goes to the syncer thread (each call is a boundary)."""
+        """Whether this boundary's fsync goes to the helper (each call is a boundary)."""
         now = time.perf_counter_ns()
         if self._last is not None:
             began, way = self._last
