@@ -9,11 +9,13 @@ for the boundary before it, so it lands while that boundary may still be on its 
 from __future__ import annotations
 
 import os
+import random
 import signal
+import time
 from pathlib import Path
 
 import pytest
-from tests.crash.harness import resumable
+from tests.crash.harness import resumable, start
 from tests.crash.test_joint_fsync import TOOLS as JOINT_TOOLS
 
 from resumable.durability.log.records import RecordCodec
@@ -143,3 +145,92 @@ def _records(work: Path) -> list[StoredRecord]:
         assert scan.reason is None
         found += scan.records
     return found
+
+
+# Long enough for the fsync helper: it starts once 16 boundaries asked for it, and
+# `pause()` gives it the time to come up; the store then measures both ways in an order
+# drawn from its boundary count, so some of the later boundaries go to the helper.
+HELPER_TOOLS = (
+    JOINT_TOOLS
+    + """
+import time
+
+from resumable.store.filesystem import background_fsync
+
+
+def pause():
+    time.sleep(0.3)
+
+
+def die_in_flight():
+    # the boundary of the statement before was handed to the helper and not answered yet
+    if background_fsync._helper._pending and not os.path.exists("died"):
+        open("died", "w").close()
+        os.kill(os.getpid(), signal.SIGKILL)
+"""
+)
+LONG = (
+    "from tools import book, die_in_flight, pause\ntotal = 0\n"
+    + "".join(f"total += await book({n})\n" for n in range(1, 21))
+    + "pause()\n"
+    + "".join(f"total += await book({n})\ndie_in_flight()\n" for n in range(21, 81))
+    + 'print("total", total)\n'
+)
+
+
+def _helper_work(tmp_path: Path, name: str, *, died: bool = False) -> Path:
+    work = _work(tmp_path, name, LONG, died=died)
+    (work / "tools.py").write_text(HELPER_TOOLS)
+    return work
+
+
+def _once_but_in_flight(booked: list[str], reference: list[str]) -> None:
+    """Every booking of the reference, in its order; only one may come twice (the one in
+    flight at the kill), with the same key."""
+    assert set(booked) == set(reference)
+    assert len(booked) - len(reference) <= 1
+    assert [line for n, line in enumerate(booked) if line not in booked[:n]] == reference
+
+
+def test_a_kill_while_the_helper_syncs_a_boundary_resumes_exactly(tmp_path: Path) -> None:
+    ref = _helper_work(tmp_path, "ref", died=True)
+    reference = resumable(["exec", "shape.py", "--run-id", "r"], ref, env=_env(ref))
+    assert reference.code == 0, reference.stderr
+    assert reference.stdout == f"total {sum(range(1, 81)) * 10}\n"
+
+    work = _helper_work(tmp_path, "crash")
+    crashed = resumable(["exec", "shape.py", "--run-id", "r"], work, env=_env(work))
+    assert crashed.code == -signal.SIGKILL, "no boundary went to the helper"
+    resumed = resumable(["resume", "r"], work, env=_env(work))
+    assert resumed.code == 0, resumed.stderr
+    assert crashed.stdout + resumed.stdout == reference.stdout
+    assert _ledger(work) == _ledger(ref)  # the boundary in the helper was written: no repeat
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_kills_from_outside_while_the_helper_serves_resume_exactly(
+    tmp_path: Path, seed: int
+) -> None:
+    ref = _helper_work(tmp_path, "ref", died=True)
+    reference = resumable(["exec", "shape.py", "--run-id", "r"], ref, env=_env(ref))
+    assert reference.code == 0, reference.stderr
+
+    work = _helper_work(tmp_path, "crash", died=True)
+    process = start(["exec", "shape.py", "--run-id", "r"], work, env=_env(work))
+    # past the pause, the helper up: then at a moment drawn from the seed
+    while len(_ledger_or_none(work)) < 21 and process.poll() is None:
+        time.sleep(0.001)
+    time.sleep(random.Random(seed).uniform(0, 0.01))
+    process.kill()
+    crashed_out, _ = process.communicate()
+    resumed = resumable(["resume", "r"], work, env=_env(work))
+    assert resumed.code == 0, resumed.stderr
+    assert crashed_out + resumed.stdout == reference.stdout
+    _once_but_in_flight(_ledger(work), _ledger(ref))
+
+
+def _ledger_or_none(work: Path) -> list[str]:
+    try:
+        return _ledger(work)
+    except FileNotFoundError:
+        return []

@@ -7,6 +7,7 @@ import os
 import signal
 import threading
 import time
+import warnings
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -186,3 +187,27 @@ async def test_appends_that_cannot_wait_in_the_background_say_so(tmp_path: Path)
         assert store.begin_append("run-1", [rec(1)], first) is None
         assert store.begin_append("run-2", [rec(1)], second) is None
         assert (await store.read("run-1")).records == []
+
+
+def test_a_forked_child_starts_its_own_helper(helper: _Helper, tmp_path: Path) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads (3.12+)
+        pid = os.fork()
+    if pid == 0:  # the child: the parent's helper is not its to use
+        mine = background_fsync._helper
+        os._exit(0 if mine is not helper and mine.pid == 0 and not mine.up else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    # the parent's helper still serves it
+    segment = os.open(tmp_path / "segment", os.O_RDWR | os.O_CREAT, 0o600)
+    head_fd = os.open(tmp_path / "head", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        job = background_fsync.start_fsync(
+            segment, None, (head_fd, tmp_path / "head"), 7, lambda exc, path: exc
+        )
+        assert helper.sent == 1
+        job.wait()
+    finally:
+        os.close(segment)
+        os.close(head_fd)
+    assert read_head(tmp_path / "head") == 7
