@@ -148,8 +148,8 @@ def _records(work: Path) -> list[StoredRecord]:
 
 
 # Long enough for the fsync helper: it starts once 16 boundaries asked for it, and
-# `pause()` gives it the time to come up; the store then measures both ways in an order
-# drawn from its boundary count, so some of the later boundaries go to the helper.
+# `pause()` waits until it is up; the store then measures both ways in an order drawn
+# from its boundary count, so some of the later boundaries go to the helper.
 HELPER_TOOLS = (
     JOINT_TOOLS
     + """
@@ -159,7 +159,10 @@ from resumable.store.filesystem import background_fsync
 
 
 def pause():
-    time.sleep(0.3)
+    # the helper was started by the 16th boundary: wait until it says it is up
+    deadline = time.monotonic() + 60
+    while not background_fsync._helper.ready() and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 def die_in_flight():
@@ -217,12 +220,14 @@ def test_kills_from_outside_while_the_helper_serves_resume_exactly(
 
     work = _helper_work(tmp_path, "crash", died=True)
     process = start(["exec", "shape.py", "--run-id", "r"], work, env=_env(work))
-    # past the pause, the helper up: then at a moment drawn from the seed
-    while len(_ledger_or_none(work)) < 21 and process.poll() is None:
-        time.sleep(0.001)
-    time.sleep(random.Random(seed).uniform(0, 0.01))
+    # past the pause, the helper up: once a number of bookings drawn from the seed is in
+    # the ledger, wherever the run is then
+    booked = random.Random(seed).randint(22, 70)
+    while len(_ledger_or_none(work)) < booked and process.poll() is None:
+        time.sleep(0.0005)
     process.kill()
     crashed_out, _ = process.communicate()
+    assert process.returncode == -signal.SIGKILL, "the run ended before the kill"
     resumed = resumable(["resume", "r"], work, env=_env(work))
     assert resumed.code == 0, resumed.stderr
     assert crashed_out + resumed.stdout == reference.stdout

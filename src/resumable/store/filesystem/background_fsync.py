@@ -158,12 +158,14 @@ class _Helper:
             return False
         with self._lock:
             try:
-                said = self._sock.recv(ANSWER.size, socket.MSG_DONTWAIT)
+                said = self._sock.recv(ANSWER.size, socket.MSG_DONTWAIT | socket.MSG_PEEK)
             except BlockingIOError:
                 return False
             except OSError:
                 said = b""
-            if len(said) == ANSWER.size and ANSWER.unpack(said)[0] == READY:
+            if said and len(said) < ANSWER.size:
+                return False  # the rest of its first answer is on its way
+            if said and ANSWER.unpack(self._sock.recv(ANSWER.size))[0] == READY:
                 self.up = True
             else:
                 self._lost()
