@@ -19,7 +19,8 @@ import pytest
 from resumable.store.filesystem import background_fsync, fsync_helper
 
 _SERVE = """
-import errno, importlib.util, os, socket, time
+import errno, importlib.util, os, socket, sys, time
+sys.dont_write_bytecode = True  # -I ignores the environment's say: no cache in the source tree
 spec = importlib.util.spec_from_file_location("fsync_helper", {path!r})
 helper = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(helper)
