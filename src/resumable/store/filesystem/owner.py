@@ -26,6 +26,7 @@ class OwnedRun:
         "epoch",
         "fd",
         "head_fd",
+        "head_path",
         "last_seq",
         "lock_fd",
         "log_dir",
@@ -39,6 +40,8 @@ class OwnedRun:
     ) -> None:
         self.lock_fd = lock_fd
         self.head_fd = head_fd
+        self.head_path = log_dir.parent / "head"
+        """The head file's path (named in the errors of its updates)."""
         self.epoch = epoch
         self.last_seq = last_seq
         self.log_dir = log_dir

@@ -174,7 +174,7 @@ class FileStore(RunFolders, ClosedOnExit):
         try:
             write_head(owned.head_fd, owned.last_seq)  # only once the records are durable
         except OSError as exc:
-            raise self._error(exc, owned.log_dir.parent / "head") from exc
+            raise self._error(exc, owned.head_path) from exc
 
     def begin_append(
         self,
@@ -196,7 +196,7 @@ class FileStore(RunFolders, ClosedOnExit):
         if len(self._owned) > 1 or not records:
             return None
         created = self._write(owned, records)
-        head = (owned.head_fd, owned.log_dir.parent / "head")
+        head = (owned.head_fd, owned.head_path)
         directory, segment = (owned.log_dir if created else None), owned.segment
 
         def failure(exc: OSError, path: Any) -> Exception:
