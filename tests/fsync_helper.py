@@ -56,7 +56,7 @@ def own_helper(
     finally:
         if helper.pid:
             os.kill(helper.pid, signal.SIGCONT)  # a test may have stopped it
-        helper.stop()
+        helper.stop(wait=True)
 
 
 def in_flight(helper: background_fsync._Helper) -> int:

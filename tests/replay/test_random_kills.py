@@ -10,7 +10,9 @@ preempted dies there). So each kill may lose the lines of one batch, never more.
 
 from __future__ import annotations
 
+import json
 import random
+import re
 import shutil
 import signal
 from collections import Counter
@@ -38,9 +40,12 @@ def kill_and_resume(
         done = harness.run_cli(args, work, kill_after=delay, name=f"part{landed}")
         stdout += done.stdout
         stderr += done.stderr
-        if args[0] == "resume" and done.code == 2 and "already completed" in done.stderr:
-            # the kill landed after the run's last record, while the process was exiting
-            return harness.Observed(0, stdout, harness.ledger(work), stderr), landed - 1
+        if args[0] == "resume" and done.code == 2 and "already " in done.stderr:
+            # the kill landed after the run's last record, while the process was exiting:
+            # the run had ended, with the exit code its program gave (a failed run's is in
+            # its error, `SystemExit: N`)
+            code = 0 if "already completed" in done.stderr else _exit_code(work)
+            return harness.Observed(code, stdout, harness.ledger(work), stderr), landed - 1
         if done.code != -signal.SIGKILL:
             return harness.Observed(done.code, stdout, harness.ledger(work), stderr), landed
         # killed before the run's first record: nothing ran, nothing to resume
@@ -51,6 +56,13 @@ def kill_and_resume(
             shutil.rmtree(work / ".resumable", ignore_errors=True)
             args = ["exec", program, "--run-id", "r"]
     raise AssertionError("unreachable")
+
+
+def _exit_code(work: Path) -> int:
+    shown = harness.run_cli(["show", "r", "--json"], work, name="show")
+    message = (json.loads(shown.stdout).get("error") or {}).get("message", "")
+    exited = re.fullmatch(r"SystemExit: (\d+)", message)
+    return int(exited[1]) if exited else 1
 
 
 def check_output(got: str, want: str, landed: int) -> None:

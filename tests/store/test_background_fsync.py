@@ -168,7 +168,7 @@ def test_the_helper_starts_after_enough_boundaries_asked(
             time.sleep(0.01)
         assert helper.up
     finally:
-        helper.stop()
+        helper.stop(wait=True)
     assert helper.pid == 0  # reaped
 
 

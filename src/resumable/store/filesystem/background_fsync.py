@@ -260,7 +260,7 @@ class _Helper:
             said += part
         return said
 
-    def _lost(self) -> None:
+    def _lost(self, wait: bool = True) -> None:
         """The helper is gone: its unanswered jobs run here, and every later one too."""
         self.up, self.gone = False, True
         if self._sock is not None:
@@ -270,29 +270,32 @@ class _Helper:
         for job in pending:
             job._via = None
             job.run()
-        self._reap()
+        self._reap(wait)
 
-    def stop(self) -> None:
-        """At the process's end: let the helper go (it ends with its socket) and reap it."""
+    def stop(self, wait: bool = False) -> None:
+        """Let the helper go (it ends with its socket); ``wait``: and collect it. At the
+        process's end nothing waits for it: a helper still starting would hold the exit up."""
         with self._lock:
             while self._pending:  # nothing unanswered is left behind
                 said = self._receive()
                 if said is None:
                     break
                 self._pending.popleft().answered(*ANSWER.unpack(said))
-            self._lost()
+            self._lost(wait)
 
-    def _reap(self) -> None:
+    def _reap(self, wait: bool) -> None:
+        """Collect the ended helper (``wait``: for up to 0.1 s, it ends once it reads the end)."""
         if not self.pid:
             return
         pid, self.pid = self.pid, 0
-        for _ in range(100):  # it exits as soon as it reads the end: at most 0.1 s
+        for _ in range(100 if wait else 1):
             try:
                 if os.waitpid(pid, os.WNOHANG)[0]:
                     return
             except ChildProcessError:  # reaped by someone else's wait()
                 return
-            time.sleep(0.001)
+            if wait:
+                time.sleep(0.001)
 
     def forget(self) -> None:
         """In a forked child: the parent's helper is not ours to use."""
