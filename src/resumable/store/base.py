@@ -14,7 +14,7 @@ cannot write after another took over.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from types import TracebackType
 from typing import Any, Literal, Protocol, Self, runtime_checkable
@@ -314,6 +314,17 @@ class BeginsAppends(Protocol):
         in which a kill loses it is as short as it can be). Nothing may count them durable,
         nor act as if they were, before ``wait()`` returned.
         """
+        ...
+
+    def append_now(
+        self,
+        run_id: str,
+        records: Sequence[StoredRecord],
+        lease: Lease,
+        blobs: Mapping[str, bytes] | None = None,
+    ) -> bool:
+        """``put_blob`` of each of ``blobs`` and ``append``, durable when this returns,
+        without yielding (before a synchronous step); False, having done nothing: use them."""
         ...
 
 

@@ -7,9 +7,11 @@ the body. Outside a durable run a step is the plain function, so the same file r
 part of the one effect), and :func:`resumable.idempotency_key` names the call: the same in
 the run that died and in the resume that repeats it.
 
-A synchronous step cannot wait for the store: its record is made durable before the next
-foreign await, step or statement boundary of the run. A process killed inside that window
-runs the step again on resume, with the same idempotency key. A result that cannot be
+A synchronous step cannot wait for the store: its record is buffered, made durable before
+the next foreign await or statement boundary of the run and, with the file store, before
+the next synchronous step starts (``CheckpointManager.settle_before_step``; the other
+stores write asynchronously). A process killed inside that window runs the step again on
+resume, with the same idempotency key. A result that cannot be
 pickled is journaled as "not replayable": the step then runs again on resume, and a
 warning says so when it is recorded.
 

@@ -68,6 +68,8 @@ class CodeFrameWrites:
         and once the store failed no step or foreign await starts (as in a script)."""
         refuse_effects_after(self._run.session_or_fail().manager)
 
+    settle_before_step = settle  # a synchronous step's record was durable before it returned
+
     async def flush(self) -> None:
         self.push()
 

@@ -23,17 +23,15 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from functools import partial
 from typing import Any, NamedTuple
 
-import msgpack
-
-from resumable.durability.effects.written_files import files_mark
 from resumable.durability.log.checkpoint_hooks import CheckpointHooks, CheckpointInfo, load_hook
+from resumable.durability.log.marks import mark_batch
+from resumable.durability.log.policy import CheckpointPolicy
 from resumable.durability.log.records import Record, RecordCodec
 from resumable.durability.log.run_state import RunState
-from resumable.durability.log.state_codec import state_to_dict
+from resumable.durability.log.state_codec import snapshot_record
 from resumable.durability.log.stopping import (
     StopRequested,
     crash_now,
@@ -42,7 +40,7 @@ from resumable.durability.log.stopping import (
 )
 from resumable.durability.log.store_faults import StopsOnStoreFaults, expired
 from resumable.errors import StoreError
-from resumable.exec.output import output_mark, release_program_output
+from resumable.exec.output import release_program_output
 from resumable.store.base import (
     AppendInProgress,
     BeginsAppends,
@@ -61,18 +59,6 @@ __all__ = [
 
 
 _now = time.time  # not the journaling wrapper a run installs: records' own timestamps
-
-
-@dataclass(frozen=True, slots=True)
-class CheckpointPolicy:
-    """The ``[durability]`` settings that shape how records are written."""
-
-    every: int = 1
-    interval_seconds: float = 0.0
-    snapshot_every: int = 500
-    keep: int = 3
-    before_checkpoint: str = ""
-    after_checkpoint: str = ""
 
 
 class _Syncing(NamedTuple):
@@ -126,6 +112,7 @@ class CheckpointManager(StopsOnStoreFaults):
         self.tasks: set[asyncio.Task[Any]] = set()
         """Tasks the program spawned that are still running, in every frame."""
         self._begin = store.begin_append if isinstance(store, BeginsAppends) else None
+        self._now = store.append_now if isinstance(store, BeginsAppends) else None
         self._syncing: _Syncing | None = None
         """The boundary batch whose fsync runs while the program goes on (see settle)."""
         self.lease_seconds = 30.0  # what a renewal of a lease that expires asks for
@@ -241,6 +228,31 @@ class CheckpointManager(StopsOnStoreFaults):
             raise self._failed(self.renewal_failed)
         self._settle()
 
+    def settle_before_step(self) -> None:
+        """:meth:`settle`, then what is still buffered (an earlier synchronous call's record)
+        made durable without yielding where the store can (``append_now``: the file store)."""
+        self.settle()
+        if not (self._deferred and self._buffer) or self._now is None or self.appending:
+            return
+        if self.policy.every > 1:  # await records go N at a time: the user chose the window
+            return
+        records, self._buffer, self._deferred = self._buffer, [], False
+        blobs, self._deferred_blobs = self._deferred_blobs, {}
+        mark = mark_batch(records)
+        batch = [StoredRecord(r.seq, r.epoch, self.codec.seal(r)) for r in records]
+        sealed = {d: self.codec.seal_blob(self.run_id, d, b) for d, b in blobs.items()}
+        info = self._hooks.before(self.run_id, records)
+        try:
+            if not self._now(self.run_id, batch, self.lease, sealed):  # a run it does not own
+                self._buffer[:0], self._deferred = records, True
+                self._deferred_blobs.update(blobs)
+                return
+        except StoreError as exc:
+            raise self._failed(exc) from exc
+        self._blobs.update(blobs)
+        self._since_snapshot += len(batch)
+        self._durable(records, mark, info)
+
     def _settle(self) -> None:
         """The barrier: block until the boundary batch whose fsync runs is durable.
 
@@ -296,14 +308,7 @@ class CheckpointManager(StopsOnStoreFaults):
         self._settle()  # batches become durable in order
         records, self._buffer = self._buffer, []
         self._deferred = False
-        # The last record of a batch says how much program output it covers: what was
-        # printed before it, printed once it is durable (see resumable.exec.output).
-        mark = output_mark()
-        if mark is not None:
-            records[-1].body["op"] = mark[0]
-        written = files_mark()  # the files flushed: what it counts has reached the OS
-        if written is not None:
-            records[-1].body["of"] = written
+        mark = mark_batch(records)
         batch = [StoredRecord(r.seq, r.epoch, self.codec.seal(r)) for r in records]
         if self._deferred_blobs:
             blobs, self._deferred_blobs = self._deferred_blobs, {}
@@ -378,17 +383,7 @@ class CheckpointManager(StopsOnStoreFaults):
         await self.flush()
         self._since_snapshot = 0
         state = self.state
-        data = self.codec.seal(
-            Record(
-                self.run_id,
-                state.seq,
-                "snapshot",
-                "",
-                time.time(),
-                self.lease.epoch,
-                {"state": msgpack.packb(state_to_dict(state), use_bin_type=True)},
-            )
-        )
+        data = self.codec.seal(snapshot_record(self.run_id, state, self.lease.epoch, _now()))
         try:
             await self.store.put_snapshot(self.run_id, state.seq, data, self.lease)
             await self.store.prune(self.run_id, self.policy.keep)

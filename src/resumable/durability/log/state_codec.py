@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgpack
+
+from resumable.durability.log.records import Record
 from resumable.durability.log.run_state import AwaitEntry, FrameState, RunState, TurnState
 
-__all__ = ["state_from_dict", "state_to_dict"]
+__all__ = ["snapshot_record", "state_from_dict", "state_to_dict"]
 
 _RUN_FIELDS = (
     "run_id",
@@ -67,6 +70,12 @@ def state_to_dict(state: RunState) -> dict[str, Any]:
     """The folded state as a snapshot record holds it (msgpack-ready)."""
     frames = [_frame_to_dict(f) for f in state.frames.values()]
     return {**_copied(state, _RUN_FIELDS), "frames": frames}
+
+
+def snapshot_record(run_id: str, state: RunState, epoch: int, at: float) -> Record:
+    """The snapshot of ``state`` (the run folded up to its seq), taken at time ``at``."""
+    packed = msgpack.packb(state_to_dict(state), use_bin_type=True)
+    return Record(run_id, state.seq, "snapshot", "", at, epoch, {"state": packed})
 
 
 def state_from_dict(data: dict[str, Any]) -> RunState:

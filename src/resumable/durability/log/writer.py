@@ -53,6 +53,9 @@ class RecordWriter(Protocol):
     def settle(self) -> None:
         """Wait until every record written so far is durable (before an effect)."""
 
+    def settle_before_step(self) -> None:
+        """:meth:`settle`, and the records still buffered made durable where the store can."""
+
     async def flush(self) -> None: ...
 
     def add_lazily(self, kind: str, frame: str, body: dict[str, Any]) -> None:

@@ -163,7 +163,10 @@ class FrameRecorder(HookBase):
             if self._order is not None:
                 self._order.drop(entry.seq)
             return self._answer(entry)  # type: ignore[no-any-return]
-        self.manager.settle()  # a step is an effect: the boundary before it must be durable
+        if site.startswith("step:"):  # an effect: every record before it must be durable
+            self.manager.settle_before_step()
+        else:  # the clock, randomness: the boundary before it (durability.md)
+            self.manager.settle()
         scope = scopes.Scope(cursor, key, self._key_of(cursor, key), None)
         try:
             value = thunk()

@@ -38,7 +38,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Self, TypeVar
@@ -159,18 +159,46 @@ class FileStore(RunFolders, ClosedOnExit):
             return
         if not records:
             return
-        created = self._write(owned, records)
-        if self.sync == "fsync":
+        created: bool | None = self._write(owned, records)
+        if self.sync == "fsync" and len(self._owned) > 1:
+            # other runs of this process append too: do not stall them behind us
             directory = owned.log_dir if created else None
-            if len(self._owned) > 1:
-                # other runs of this process append too: do not stall them behind us
-                await self._io(fsync_file, owned.fd, directory, owned.capacity > 0)
-            else:
-                # the only run: a thread hop would cost as much as a fast fsync itself
-                try:
-                    fsync_file(owned.fd, directory, owned.capacity > 0)
-                except OSError as exc:
-                    raise self._error(exc, owned.segment) from exc
+            await self._io(fsync_file, owned.fd, directory, owned.capacity > 0)
+            created = None
+        # the only run: a thread hop would cost as much as a fast fsync itself
+        self._durable_now(owned, created)
+
+    def append_now(
+        self,
+        run_id: str,
+        records: Sequence[StoredRecord],
+        lease: Lease,
+        blobs: Mapping[str, bytes] | None = None,
+    ) -> bool:
+        """``put_blob`` of ``blobs``, then ``append``, without yielding: durable (written, with
+        ``flush``) when this returns. False, having done nothing, for a run this store object
+        does not own, for which ``append`` is the way."""
+        owned = self._owned.get(run_id)
+        if owned is None or owned.epoch != lease.epoch:
+            return False
+        for digest, data in (blobs or {}).items():
+            path = self._blob_path(run_id, digest)
+            try:
+                self._put_blob(path, data)
+            except OSError as exc:
+                raise self._error(exc, path) from exc
+        if records:
+            self._durable_now(owned, self._write(owned, records))
+        return True
+
+    def _durable_now(self, owned: OwnedRun, created: bool | None) -> None:
+        """The batch just written fsynced here (``created``: in a new segment; None: fsynced
+        already), then the head moved up to it."""
+        if self.sync == "fsync" and created is not None:
+            try:
+                fsync_file(owned.fd, owned.log_dir if created else None, owned.capacity > 0)
+            except OSError as exc:
+                raise self._error(exc, owned.segment) from exc
         try:
             write_head(owned.head_fd, owned.last_seq)  # only once the records are durable
         except OSError as exc:

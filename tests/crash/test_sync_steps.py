@@ -1,0 +1,56 @@
+"""Synchronous steps called one after another, with no await between them: a kill inside
+the second runs only the second again (docs/durability.md, Steps), on the file store.
+
+A synchronous step cannot wait for the store, so its record is buffered; the next step
+starting is an effect, and the file store writes (and with fsync, syncs) what is buffered
+before it without yielding. Before, both records went out together at the next await, and
+a kill in between ran both steps again.
+"""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import pytest
+from tests.crash.harness import resumable
+
+PROGRAM = """\
+import os
+import signal
+
+import resumable
+
+
+@resumable.step
+def book(what):
+    with open("ledger.txt", "a") as ledger:
+        ledger.write(f"{what} {resumable.idempotency_key()}\\n")
+    if what == "c" and not os.path.exists("died"):
+        open("died", "w").close()
+        os.kill(os.getpid(), signal.SIGKILL)
+    return what
+
+
+async def three():
+    return book("a") + book("b") + book("c")  # program code between them, no await
+
+
+print("booked", await three())
+"""
+
+
+@pytest.mark.parametrize("sync", ["flush", "fsync"])
+def test_a_kill_inside_a_synchronous_step_runs_only_that_step_again(
+    tmp_path: Path, sync: str
+) -> None:
+    (tmp_path / "steps.py").write_text(PROGRAM)
+    env = {"RESUMABLE_DURABILITY_SYNC": sync}
+    crashed = resumable(["exec", "steps.py", "--run-id", "r"], tmp_path, env=env)
+    assert crashed.code == -signal.SIGKILL, crashed.stderr
+    resumed = resumable(["resume", "r"], tmp_path, env=env)
+    assert resumed.code == 0, resumed.stderr
+    assert crashed.stdout + resumed.stdout == "booked abc\n"
+    booked = (tmp_path / "ledger.txt").read_text().splitlines()
+    a, b, c = booked[:3]
+    assert booked == [a, b, c, c]  # only the step in flight again, under its key
