@@ -1,10 +1,10 @@
 """Synchronous steps called one after another, with no await between them: a kill inside
-the second runs only the second again (docs/durability.md, Steps), on the file store.
+the last runs only that one again (docs/durability.md, Steps), on the file and SQLite stores.
 
 A synchronous step cannot wait for the store, so its record is buffered; the next step
-starting is an effect, and the file store writes (and with fsync, syncs) what is buffered
-before it without yielding. Before, both records went out together at the next await, and
-a kill in between ran both steps again.
+starting is an effect, and these stores write (and with fsync, sync) what is buffered
+before it, blocking. Before, the records went out together at the next await, and a kill
+in between ran every one of those steps again.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import signal
 from pathlib import Path
 
 import pytest
+from tests.crash.damage import SITES
 from tests.crash.harness import resumable
 
 PROGRAM = """\
@@ -40,11 +41,16 @@ print("booked", await three())
 """
 
 
-@pytest.mark.parametrize("sync", ["flush", "fsync"])
+@pytest.mark.parametrize(
+    ("store", "sync"),
+    [("file", "flush"), ("file", "fsync"), ("sqlite", "flush"), ("sqlite", "fsync")],
+)
 def test_a_kill_inside_a_synchronous_step_runs_only_that_step_again(
-    tmp_path: Path, sync: str
+    tmp_path: Path, store: str, sync: str
 ) -> None:
     (tmp_path / "steps.py").write_text(PROGRAM)
+    if store == "sqlite":
+        (tmp_path / "playbooks.toml").write_text(SITES["sqlite"]().config())
     env = {"RESUMABLE_DURABILITY_SYNC": sync}
     crashed = resumable(["exec", "steps.py", "--run-id", "r"], tmp_path, env=env)
     assert crashed.code == -signal.SIGKILL, crashed.stderr

@@ -316,6 +316,12 @@ class BeginsAppends(Protocol):
         """
         ...
 
+
+@runtime_checkable
+class AppendsNow(Protocol):
+    """A store that can append without yielding: before a synchronous step, which cannot
+    await (the file and SQLite stores)."""
+
     def append_now(
         self,
         run_id: str,
@@ -323,8 +329,8 @@ class BeginsAppends(Protocol):
         lease: Lease,
         blobs: Mapping[str, bytes] | None = None,
     ) -> bool:
-        """``put_blob`` of each of ``blobs`` and ``append``, durable when this returns,
-        without yielding (before a synchronous step); False, having done nothing: use them."""
+        """``put_blob`` of each of ``blobs`` and ``append``, durable when this returns, the
+        caller blocked meanwhile; False, having done nothing: use them."""
         ...
 
 

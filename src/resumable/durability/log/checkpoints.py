@@ -43,6 +43,7 @@ from resumable.errors import StoreError
 from resumable.exec.output import release_program_output
 from resumable.store.base import (
     AppendInProgress,
+    AppendsNow,
     BeginsAppends,
     CheckpointStore,
     Lease,
@@ -112,7 +113,7 @@ class CheckpointManager(StopsOnStoreFaults):
         self.tasks: set[asyncio.Task[Any]] = set()
         """Tasks the program spawned that are still running, in every frame."""
         self._begin = store.begin_append if isinstance(store, BeginsAppends) else None
-        self._now = store.append_now if isinstance(store, BeginsAppends) else None
+        self._now = store.append_now if isinstance(store, AppendsNow) else None
         self._syncing: _Syncing | None = None
         """The boundary batch whose fsync runs while the program goes on (see settle)."""
         self.lease_seconds = 30.0  # what a renewal of a lease that expires asks for
@@ -230,7 +231,7 @@ class CheckpointManager(StopsOnStoreFaults):
 
     def settle_before_step(self) -> None:
         """:meth:`settle`, then what is still buffered (an earlier synchronous call's record)
-        made durable without yielding where the store can (``append_now``: the file store)."""
+        made durable without yielding where the store can (``append_now``: file, SQLite)."""
         self.settle()
         if not (self._deferred and self._buffer) or self._now is None or self.appending:
             return

@@ -32,7 +32,7 @@ import contextlib
 import os
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Self
@@ -223,6 +223,30 @@ class SQLiteStore(SQLiteBlobs, SQLiteLeases, ClosedOnExit):
         if not self._writer.running:
             raise StoreError(f"the SQLite store {self.path} is not open (use `async with`)")
         await self._writer.submit(run_id, records, lease)
+
+    def append_now(
+        self,
+        run_id: str,
+        records: Sequence[StoredRecord],
+        lease: Lease,
+        blobs: Mapping[str, bytes] | None = None,
+    ) -> bool:
+        """``put_blob`` of ``blobs`` and ``append`` as one job on the store's thread, the
+        caller blocked until it is done (before a synchronous step, which cannot await)."""
+        check_seqs(records, 0)
+        if self._executor is None or not self._writer.running:
+            raise StoreError(f"the SQLite store {self.path} is not open (use `async with`)")
+        item = PendingAppend(run_id, list(records), lease, asyncio.Future())
+
+        def job() -> Exception | None:
+            for digest, data in (blobs or {}).items():
+                self._put_blob(run_id, digest, data)
+            return self._append_batch([item])[0] if records else None
+
+        outcome = self._executor.submit(self._guarded, job).result()
+        if outcome is not None:
+            raise outcome
+        return True
 
     async def _commit(self, batch: list[PendingAppend]) -> list[Exception | None]:
         """The whole batch in one transaction, each append in a savepoint of its own."""
