@@ -1,14 +1,15 @@
 """Synchronous steps called one after another, with no await between them: a kill inside
-the last runs only that one again (docs/durability.md, Steps), on the file and SQLite stores.
+the last runs only that one again (docs/durability.md, Steps), on every store.
 
 A synchronous step cannot wait for the store, so its record is buffered; the next step
 starting is an effect, and these stores write (and with fsync, sync) what is buffered
-before it, blocking. Before, the records went out together at the next await, and a kill
+before it, blocking (PostgreSQL and Redis through a connection of their own). Before, the records went out together at the next await, and a kill
 in between ran every one of those steps again.
 """
 
 from __future__ import annotations
 
+import asyncio
 import signal
 from pathlib import Path
 
@@ -41,16 +42,33 @@ print("booked", await three())
 """
 
 
-@pytest.mark.parametrize(
-    ("store", "sync"),
-    [("file", "flush"), ("file", "fsync"), ("sqlite", "flush"), ("sqlite", "fsync")],
-)
+CASES = [
+    ("file", "flush"),
+    ("file", "fsync"),
+    ("sqlite", "flush"),
+    ("sqlite", "fsync"),
+    pytest.param("postgres", "flush", marks=pytest.mark.postgres),
+    pytest.param("postgres", "fsync", marks=pytest.mark.postgres),
+    pytest.param("redis", "flush", marks=pytest.mark.redis),
+    pytest.param("redis", "fsync", marks=pytest.mark.redis),
+]
+
+
+@pytest.mark.parametrize(("store", "sync"), CASES)
 def test_a_kill_inside_a_synchronous_step_runs_only_that_step_again(
     tmp_path: Path, store: str, sync: str
 ) -> None:
     (tmp_path / "steps.py").write_text(PROGRAM)
-    if store == "sqlite":
-        (tmp_path / "playbooks.toml").write_text(SITES["sqlite"]().config())
+    site = SITES[store]()
+    (tmp_path / "playbooks.toml").write_text(site.config())
+    try:
+        _crash_and_resume(tmp_path, sync)
+    finally:
+        if store in ("postgres", "redis"):
+            asyncio.run(site.cleanup())  # type: ignore[attr-defined]
+
+
+def _crash_and_resume(tmp_path: Path, sync: str) -> None:
     env = {"RESUMABLE_DURABILITY_SYNC": sync}
     crashed = resumable(["exec", "steps.py", "--run-id", "r"], tmp_path, env=env)
     assert crashed.code == -signal.SIGKILL, crashed.stderr

@@ -227,6 +227,7 @@ SUBPACKAGE_RANKS: dict[str, dict[str, int]] = {
         "heads": 0,
         "urls": 0,
         "common": 1,
+        "aside": 1,
         "group_commit": 1,
         "holes": 1,
         "meta_check": 2,

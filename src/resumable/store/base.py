@@ -319,8 +319,8 @@ class BeginsAppends(Protocol):
 
 @runtime_checkable
 class AppendsNow(Protocol):
-    """A store that can append without yielding: before a synchronous step, which cannot
-    await (the file and SQLite stores)."""
+    """A store that can append while the caller blocks: before a synchronous step, which
+    cannot await (every store of resumable)."""
 
     def append_now(
         self,

@@ -8,11 +8,9 @@ part of the one effect), and :func:`resumable.idempotency_key` names the call: t
 the run that died and in the resume that repeats it.
 
 A synchronous step cannot wait for the store: its record is buffered, made durable before
-the next foreign await or statement boundary of the run and, with the file and SQLite
-stores, before the next synchronous step starts (``CheckpointManager.settle_before_step``;
-PostgreSQL and Redis are written through the event loop, which a synchronous call cannot
-wait for). A process killed inside that window runs the step again on
-resume, with the same idempotency key. A result that cannot be
+the next foreign await, step or statement boundary of the run (a synchronous step starting
+writes it, blocking: ``CheckpointManager.settle_before_step``). A process killed inside
+that window runs the step again on resume, with the same idempotency key. A result that cannot be
 pickled is journaled as "not replayable": the step then runs again on resume, and a
 warning says so when it is recorded.
 

@@ -231,7 +231,7 @@ class CheckpointManager(StopsOnStoreFaults):
 
     def settle_before_step(self) -> None:
         """:meth:`settle`, then what is still buffered (an earlier synchronous call's record)
-        made durable without yielding where the store can (``append_now``: file, SQLite)."""
+        made durable without yielding where the store can (``append_now``)."""
         self.settle()
         if not (self._deferred and self._buffer) or self._now is None or self.appending:
             return

@@ -12,18 +12,25 @@ with the reason.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import asyncpg
 
 from resumable.errors import ResumableError, StoreError
+from resumable.store.aside import LOCK_TIMEOUT_MS, AsideConnection
 from resumable.store.base import Lease, ReadResult, StoredRecord, check_seqs
 from resumable.store.common import check_fence, not_found
 from resumable.store.group_commit import GroupCommit, PendingAppend
 from resumable.store.holes import LogExtent
-from resumable.store.postgres.connect import CONNECTION_LOST, DRIVER_ERRORS, PostgresConnection
+from resumable.store.postgres.connect import (
+    CONNECTION_LOST,
+    DRIVER_ERRORS,
+    SYNC_SETTINGS,
+    PostgresConnection,
+)
 from resumable.store.postgres.sql import group_columns
 
 
@@ -40,10 +47,14 @@ class PostgresLog(PostgresConnection):
             one_append_per_run=True,
             queue_behind_direct=True,
         )
+        self._aside: AsideConnection | None = None
 
     async def _close_log(self) -> None:
         """Commit what is waiting, then give the writer's connection back to the pool."""
         await self._writer.stop()
+        if self._aside is not None:
+            aside, self._aside = self._aside, None
+            await asyncio.to_thread(aside.close)
         if self._pool is not None and self._writer_conn is not None:
             await self._pool.release(self._writer_conn)
             self._writer_conn = None
@@ -60,6 +71,78 @@ class PostgresLog(PostgresConnection):
         if not self._writer.running:
             raise StoreError(f"the PostgreSQL store {self.url} is not open (use `async with`)")
         await self._writer.submit(run_id, records, lease)
+
+    def append_now(
+        self,
+        run_id: str,
+        records: Sequence[StoredRecord],
+        lease: Lease,
+        blobs: Mapping[str, bytes] | None = None,
+    ) -> bool:
+        """``blobs`` and ``records`` written through a connection of their own while the caller
+        blocks (a synchronous step: the run's loop cannot await meanwhile); False when the
+        head refused the records or a lock held them up: they go with the next append, which
+        looks again with the head locked."""
+        check_seqs(records, 0)
+        if self._pool is None or lease.run_id != run_id:
+            return False
+        if self._aside is None:
+            self._aside = AsideConnection(self._connect_aside, _close_aside)
+        put_blob = (
+            f"INSERT INTO {self._s}.blobs (run_id, digest, data) VALUES ($1, $2, $3) "
+            "ON CONFLICT DO NOTHING"
+        )
+
+        async def write(conn: Any) -> bool:
+            try:
+                for digest, data in (blobs or {}).items():
+                    await conn.execute(put_blob, run_id, digest, data)
+                if not records:
+                    return True
+                status = await conn.execute(*self._append_statement(run_id, records, lease))
+            except asyncpg.LockNotAvailableError:
+                return False
+            return not status.endswith(" 0")
+
+        try:
+            return self._aside.run(write)
+        except DRIVER_ERRORS as err:
+            raise self._failure(err, "appending") from err
+
+    async def _connect_aside(self) -> Any:
+        return await asyncpg.connect(
+            self.dsn,
+            timeout=self.connect_timeout,
+            server_settings={
+                "synchronous_commit": SYNC_SETTINGS[self.sync],
+                "application_name": "resumable",
+                "lock_timeout": f"{LOCK_TIMEOUT_MS}ms",
+            },
+        )
+
+    def _append_statement(
+        self, run_id: str, records: Sequence[StoredRecord], lease: Lease
+    ) -> list[Any]:
+        """One run's append fenced at its head: the statement and its arguments."""
+        if len(records) == 1:
+            (record,) = records
+            return [
+                self._sql["append_record"],
+                run_id,
+                lease.epoch,
+                record.seq,
+                record.epoch,
+                record.data,
+            ]
+        columns = zip(*[(r.seq, r.epoch, r.data) for r in records], strict=True)
+        return [
+            self._sql["append_one"],
+            run_id,
+            lease.epoch,
+            records[0].seq,
+            *columns,
+            records[-1].seq,
+        ]
 
     async def _commit(self, group: list[PendingAppend]) -> list[Exception | None]:
         """The group at its heads in one statement; an append the heads refused, alone after."""
@@ -102,27 +185,7 @@ class PostgresLog(PostgresConnection):
             rows = await conn.fetch(self._sql["append_many"], *group_columns(group))
             return {row[0] for row in rows}
         (only,) = group
-        records = only.records
-        if len(records) == 1:
-            (record,) = records
-            status = await conn.execute(
-                self._sql["append_record"],
-                only.run_id,
-                only.lease.epoch,
-                record.seq,
-                record.epoch,
-                record.data,
-            )
-        else:
-            columns = zip(*[(r.seq, r.epoch, r.data) for r in records], strict=True)
-            status = await conn.execute(
-                self._sql["append_one"],
-                only.run_id,
-                only.lease.epoch,
-                records[0].seq,
-                *columns,
-                records[-1].seq,
-            )
+        status = await conn.execute(*self._append_statement(only.run_id, only.records, only.lease))
         return set() if status.endswith(" 0") else {0}
 
     async def _append_locked(
@@ -239,3 +302,10 @@ class PostgresLog(PostgresConnection):
             if row[3] is None:
                 raise not_found(run_id, self.url)
         return LogExtent(row[0], row[1], int(row[2]), high_water, int(row[3]))
+
+
+async def _close_aside(conn: Any) -> None:
+    try:
+        await conn.close(timeout=5)
+    except Exception:  # the server is gone: drop the connection
+        conn.terminate()

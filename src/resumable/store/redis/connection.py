@@ -10,6 +10,7 @@ the connection logs once what the server does guarantee.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any, Self
 from urllib.parse import urlunsplit
@@ -18,6 +19,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import AuthenticationError, RedisError, ResponseError
 
 from resumable.errors import ConfigError, StoreError, StoreUnavailableError
+from resumable.store.aside import AsideConnection
 from resumable.store.common import ClosedOnExit, check_sync, split_url, take_option
 from resumable.store.redis.scripts import SCRIPTS
 
@@ -50,6 +52,7 @@ class RedisConnection(ClosedOnExit):
         self.url = urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
         self._client: aioredis.Redis | None = None
         self._scripts: dict[str, Any] = {}
+        self._aside: AsideConnection | None = None
         self._waitaof = False
 
     @classmethod
@@ -115,7 +118,16 @@ class RedisConnection(ClosedOnExit):
             return False
         return True
 
+    async def _connect_aside(self) -> aioredis.Redis:
+        """A client of its own, for :class:`~resumable.store.aside.AsideConnection`."""
+        return aioredis.Redis.from_url(
+            self.redis_url, socket_connect_timeout=self.timeout, socket_timeout=self.timeout * 3
+        )
+
     async def aclose(self) -> None:
+        if self._aside is not None:
+            aside, self._aside = self._aside, None
+            await asyncio.to_thread(aside.close)
         if self._client is not None:
             await self._client.aclose()
             self._client = None
@@ -129,13 +141,20 @@ class RedisConnection(ClosedOnExit):
         return f"{self.prefix}:run:{{{run_id}}}{part}"
 
     async def _run(
-        self, name: str, keys: list[str], args: list[Any], *, durable: bool = False
+        self,
+        name: str,
+        keys: list[str],
+        args: list[Any],
+        *,
+        durable: bool = False,
+        client: aioredis.Redis | None = None,
     ) -> list[Any]:
-        """Run one script; with WAITAOF in the same round trip when the write must be on disk."""
-        client = self._require()
+        """Run one script (on ``client``: another than the store's own, see ``append_now``);
+        with WAITAOF in the same round trip when the write must be on disk."""
+        client = client or self._require()
         try:
             if not (durable and self._waitaof):
-                result: list[Any] = await self._scripts[name](keys=keys, args=args)
+                result: list[Any] = await self._scripts[name](keys=keys, args=args, client=client)
                 return result
             pipe = client.pipeline(transaction=False)
             await self._scripts[name](keys=keys, args=args, client=pipe)

@@ -27,10 +27,11 @@ from __future__ import annotations
 import json
 import secrets
 import struct
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from resumable.errors import StoreError
+from resumable.store.aside import AsideConnection
 from resumable.store.base import Lease, ReadResult, RunMeta, RunSummary, StoredRecord, check_seqs
 from resumable.store.common import (
     already_exists,
@@ -142,14 +143,42 @@ class RedisStore(RedisConnection):
             epoch = await self._call("hget", self._key(run_id), "epoch")
             self._raise_for(run_id, lease, [1] if epoch is None else [2, epoch])
             return
+        await self._append_on(self._require(), run_id, records, lease)
+
+    async def _append_on(
+        self, client: Any, run_id: str, records: Sequence[StoredRecord], lease: Lease
+    ) -> None:
         args: list[Any] = [self._epoch_for(run_id, lease), records[0].seq, records[-1].seq]
         for record in records:
             args += [record.seq, _SEQ_EPOCH.pack(record.seq, record.epoch) + record.data]
         keys = [self._key(run_id), self._key(run_id, ":log"), self._key(run_id, ":snaps")]
-        result = await self._run("append", keys, args, durable=True)
+        result = await self._run("append", keys, args, durable=True, client=client)
         self._raise_for(run_id, lease, result)
         if result[0] == 3:
             check_seqs(records, int(result[1]))
+
+    def append_now(
+        self,
+        run_id: str,
+        records: Sequence[StoredRecord],
+        lease: Lease,
+        blobs: Mapping[str, bytes] | None = None,
+    ) -> bool:
+        """``blobs`` and ``records`` written through a client of their own while the caller
+        blocks (a synchronous step: the run's loop cannot await meanwhile)."""
+        check_seqs(records, 0)
+        self._require()
+        if self._aside is None:
+            self._aside = AsideConnection(self._connect_aside, _close_aside)
+
+        async def write(client: Any) -> bool:
+            for digest, data in (blobs or {}).items():
+                await self._put_blob_on(client, run_id, digest, data)
+            if records:
+                await self._append_on(client, run_id, records, lease)
+            return True
+
+        return self._aside.run(write)
 
     async def read(self, run_id: str, after_seq: int = 0) -> ReadResult:
         pipe = self._require().pipeline(transaction=True)
@@ -188,8 +217,11 @@ class RedisStore(RedisConnection):
 
     # -- blobs ----------------------------------------------------------------
     async def put_blob(self, run_id: str, digest: str, data: bytes) -> None:
+        await self._put_blob_on(self._require(), run_id, digest, data)
+
+    async def _put_blob_on(self, client: Any, run_id: str, digest: str, data: bytes) -> None:
         keys = [self._key(run_id), self._key(run_id, ":blobs")]
-        result = await self._run("put_blob", keys, [digest, data], durable=True)
+        result = await self._run("put_blob", keys, [digest, data], durable=True, client=client)
         if result[0] == 1:
             raise not_found(run_id, self.url)
 
@@ -312,3 +344,7 @@ def _meta_from_hash(run_id: str, fields: dict[bytes, bytes], url: str) -> RunMet
         return RunMeta.from_json(data)
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise damaged_meta(run_id, url, exc) from None
+
+
+async def _close_aside(client: Any) -> None:
+    await client.aclose()
