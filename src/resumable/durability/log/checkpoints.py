@@ -237,10 +237,8 @@ class CheckpointManager(StopsOnStoreFaults):
             return
         if self.policy.every > 1:  # await records go N at a time: the user chose the window
             return
-        records, self._buffer, self._deferred = self._buffer, [], False
+        records, batch, mark = self._take_batch()
         blobs, self._deferred_blobs = self._deferred_blobs, {}
-        mark = mark_batch(records)
-        batch = [StoredRecord(r.seq, r.epoch, self.codec.seal(r)) for r in records]
         sealed = {d: self.codec.seal_blob(self.run_id, d, b) for d, b in blobs.items()}
         info = self._hooks.before(self.run_id, records)
         try:
@@ -307,10 +305,7 @@ class CheckpointManager(StopsOnStoreFaults):
 
     async def _append_buffer(self, background: bool) -> str:
         self._settle()  # batches become durable in order
-        records, self._buffer = self._buffer, []
-        self._deferred = False
-        mark = mark_batch(records)
-        batch = [StoredRecord(r.seq, r.epoch, self.codec.seal(r)) for r in records]
+        records, batch, mark = self._take_batch()
         if self._deferred_blobs:
             blobs, self._deferred_blobs = self._deferred_blobs, {}
             await self.put_blobs(blobs)
@@ -340,6 +335,12 @@ class CheckpointManager(StopsOnStoreFaults):
         self._since_snapshot += len(batch)
         self._durable(records, mark, info)
         return records[-1].kind
+
+    def _take_batch(self) -> tuple[list[Record], list[StoredRecord], tuple[int, int] | None]:
+        """The buffer as the next batch: its records, sealed, and the output its last covers."""
+        records, self._buffer, self._deferred = self._buffer, [], False
+        mark = mark_batch(records)
+        return records, [StoredRecord(r.seq, r.epoch, self.codec.seal(r)) for r in records], mark
 
     def _durable(
         self, records: list[Record], mark: tuple[int, int] | None, info: CheckpointInfo | None

@@ -19,16 +19,10 @@ from __future__ import annotations
 import asyncio
 import inspect
 import warnings
-from collections.abc import (
-    AsyncIterable,
-    AsyncIterator,
-    Awaitable,
-    Callable,
-    Collection,
-    Coroutine,
-)
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Collection, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from resumable.durability.effects.call_sites import call_kind
 from resumable.durability.effects.foreign import is_foreign
 from resumable.durability.effects.tasks import (
     Key,
@@ -163,10 +157,8 @@ class FrameRecorder(HookBase):
             if self._order is not None:
                 self._order.drop(entry.seq)
             return self._answer(entry)  # type: ignore[no-any-return]
-        if site.startswith("step:"):  # an effect: every record before it must be durable
-            self.manager.settle_before_step()
-        else:  # the clock, randomness: the boundary before it (durability.md)
-            self.manager.settle()
+        effect = call_kind(site) != "clock/random"  # a step or tool: all before it durable
+        (self.manager.settle_before_step if effect else self.manager.settle)()
         scope = scopes.Scope(cursor, key, self._key_of(cursor, key), None)
         try:
             value = thunk()
@@ -386,7 +378,8 @@ class FrameRecorder(HookBase):
         await self.manager.write_await(self.frame_id, body, ends_statement=ends)
 
     def _defer(self, cursor: TaskCursor, key: Key, site: str, outcome: str, value: Any) -> None:
-        """Record a synchronous step; durable with the next record the run writes."""
+        """Record a synchronous call; durable with the next record the run writes (before the
+        next step starts: ``settle_before_step``)."""
         if not self.live(cursor):
             return
         body = self._body(cursor, key, site, outcome)

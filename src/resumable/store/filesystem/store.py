@@ -159,14 +159,14 @@ class FileStore(RunFolders, ClosedOnExit):
             return
         if not records:
             return
-        created: bool | None = self._write(owned, records)
+        created = self._write(owned, records)
         if self.sync == "fsync" and len(self._owned) > 1:
             # other runs of this process append too: do not stall them behind us
             directory = owned.log_dir if created else None
             await self._io(fsync_file, owned.fd, directory, owned.capacity > 0)
-            created = None
-        # the only run: a thread hop would cost as much as a fast fsync itself
-        self._durable_now(owned, created)
+        else:  # the only run: a thread hop would cost as much as a fast fsync itself
+            self._sync_now(owned, created)
+        self._move_head(owned)
 
     def append_now(
         self,
@@ -175,9 +175,8 @@ class FileStore(RunFolders, ClosedOnExit):
         lease: Lease,
         blobs: Mapping[str, bytes] | None = None,
     ) -> bool:
-        """``put_blob`` of ``blobs``, then ``append``, without yielding: durable (written, with
-        ``flush``) when this returns. False, having done nothing, for a run this store object
-        does not own, for which ``append`` is the way."""
+        """``put_blob`` of ``blobs``, then ``append``, without yielding (durable, or written with
+        ``flush``, when this returns); False, doing nothing, for a run it does not own."""
         owned = self._owned.get(run_id)
         if owned is None or owned.epoch != lease.epoch:
             return False
@@ -188,17 +187,20 @@ class FileStore(RunFolders, ClosedOnExit):
             except OSError as exc:
                 raise self._error(exc, path) from exc
         if records:
-            self._durable_now(owned, self._write(owned, records))
+            self._sync_now(owned, self._write(owned, records))
+            self._move_head(owned)
         return True
 
-    def _durable_now(self, owned: OwnedRun, created: bool | None) -> None:
-        """The batch just written fsynced here (``created``: in a new segment; None: fsynced
-        already), then the head moved up to it."""
-        if self.sync == "fsync" and created is not None:
+    def _sync_now(self, owned: OwnedRun, created: bool) -> None:
+        """With ``fsync``: the batch just written made durable here (``created``: in a new
+        segment, whose folder is synced too)."""
+        if self.sync == "fsync":
             try:
                 fsync_file(owned.fd, owned.log_dir if created else None, owned.capacity > 0)
             except OSError as exc:
                 raise self._error(exc, owned.segment) from exc
+
+    def _move_head(self, owned: OwnedRun) -> None:
         try:
             write_head(owned.head_fd, owned.last_seq)  # only once the records are durable
         except OSError as exc:

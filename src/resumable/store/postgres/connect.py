@@ -26,6 +26,7 @@ from resumable.store.postgres.sql import (
     CLAIM,
     LOCK_HEAD,
     LOG_END,
+    PUT_BLOB,
     PUT_META,
     RELEASE,
     RUNS,
@@ -97,6 +98,7 @@ class PostgresConnection:
                 "put_meta": PUT_META,
                 "release": RELEASE,
                 "runs": RUNS,
+                "put_blob": PUT_BLOB,
             }.items()
         }
         self._s = f'"{schema}"'
@@ -112,10 +114,7 @@ class PostgresConnection:
                 min_size=1,
                 max_size=self.pool_size,
                 timeout=self.connect_timeout,
-                server_settings={
-                    "synchronous_commit": SYNC_SETTINGS[self.sync],
-                    "application_name": "resumable",
-                },
+                server_settings=self._settings(),
             )
         except asyncpg.InvalidCatalogNameError as err:
             raise self._unavailable(
@@ -146,6 +145,13 @@ class PostgresConnection:
             raise self._unavailable(
                 f"PostgreSQL at {where} refused the connection: {err}",
             ) from err
+
+    def _settings(self, **more: str) -> dict[str, str]:
+        """The session settings of the store's connections (and ``more``)."""
+        return {
+            "synchronous_commit": SYNC_SETTINGS[self.sync],
+            "application_name": "resumable",
+        } | more
 
     async def _migrate(self, conn: Any) -> None:
         """Create or upgrade the schema; refuse one written by a newer resumable."""

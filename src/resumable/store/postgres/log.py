@@ -25,12 +25,7 @@ from resumable.store.base import Lease, ReadResult, StoredRecord, check_seqs
 from resumable.store.common import check_fence, not_found
 from resumable.store.group_commit import GroupCommit, PendingAppend
 from resumable.store.holes import LogExtent
-from resumable.store.postgres.connect import (
-    CONNECTION_LOST,
-    DRIVER_ERRORS,
-    SYNC_SETTINGS,
-    PostgresConnection,
-)
+from resumable.store.postgres.connect import CONNECTION_LOST, DRIVER_ERRORS, PostgresConnection
 from resumable.store.postgres.sql import group_columns
 
 
@@ -88,15 +83,11 @@ class PostgresLog(PostgresConnection):
             return False
         if self._aside is None:
             self._aside = AsideConnection(self._connect_aside, _close_aside)
-        put_blob = (
-            f"INSERT INTO {self._s}.blobs (run_id, digest, data) VALUES ($1, $2, $3) "
-            "ON CONFLICT DO NOTHING"
-        )
 
         async def write(conn: Any) -> bool:
             try:
                 for digest, data in (blobs or {}).items():
-                    await conn.execute(put_blob, run_id, digest, data)
+                    await conn.execute(self._sql["put_blob"], run_id, digest, data)
                 if not records:
                     return True
                 status = await conn.execute(*self._append_statement(run_id, records, lease))
@@ -113,11 +104,7 @@ class PostgresLog(PostgresConnection):
         return await asyncpg.connect(
             self.dsn,
             timeout=self.connect_timeout,
-            server_settings={
-                "synchronous_commit": SYNC_SETTINGS[self.sync],
-                "application_name": "resumable",
-                "lock_timeout": f"{LOCK_TIMEOUT_MS}ms",
-            },
+            server_settings=self._settings(lock_timeout=f"{LOCK_TIMEOUT_MS}ms"),
         )
 
     def _append_statement(

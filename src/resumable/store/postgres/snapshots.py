@@ -18,13 +18,7 @@ class PostgresSnapshots(PostgresConnection):
     async def put_blob(self, run_id: str, digest: str, data: bytes) -> None:
         try:
             async with self._conn("writing a blob") as conn:
-                await conn.execute(
-                    f"INSERT INTO {self._s}.blobs (run_id, digest, data) VALUES ($1, $2, $3) "
-                    "ON CONFLICT DO NOTHING",
-                    run_id,
-                    digest,
-                    data,
-                )
+                await conn.execute(self._sql["put_blob"], run_id, digest, data)
         except StoreError as err:
             if isinstance(err.__cause__, asyncpg.ForeignKeyViolationError):
                 raise not_found(run_id, self.url) from None

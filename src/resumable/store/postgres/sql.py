@@ -81,6 +81,10 @@ SELECT h.run_id, n.seq, n.epoch, n.data
 FROM head AS h, unnest($2::bigint[], $3::bigint[], $4::bytea[]) AS n(seq, epoch, data)
 """
 
+PUT_BLOB = """
+INSERT INTO {s}.blobs (run_id, digest, data) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING
+"""
+
 # Claiming takes the run's head too (the epoch trigger updates it), skipping a run whose
 # head an append holds: claims never wait on appends, so no two lock orders meet.
 CLAIM = """
